@@ -1,0 +1,107 @@
+/* poet: device profiles and the costed graph (a planning instance).
+ * Knows graphs, not solvers. */
+#ifndef POET_COST_H
+#define POET_COST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "poet/graph.h"
+#include "poet/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define POET_MAX_EDGES 10000000
+
+/* A device, in POET's cost model: compute from FLOPs, paging from bytes. */
+typedef struct poet_device {
+    char name[POET_NAME_BYTES];
+    char description[160];
+    double flops_per_s;         /* POET: FLOPS */
+    double flops_per_j;         /* POET: FLOPS_PER_WATT (FLOP per joule) */
+    double pagein_latency_s;    /* storage -> RAM, per transfer */
+    double pagein_bytes_per_s;
+    double pageout_latency_s;   /* RAM -> storage, per transfer */
+    double pageout_bytes_per_s;
+    double memory_power_w;      /* power while paging */
+    double power_w;             /* board power; informational, as in POET */
+    int bytes_per_element;
+} poet_device;
+
+int poet_device_count(void);
+const poet_device *poet_device_builtin(int i);
+/* A built-in name, or a path to a JSON profile (docs/devices.md). */
+poet_status poet_device_find(const char *name_or_path, poet_device *out, poet_err *err);
+poet_status poet_device_parse_json(const char *text, size_t len, poet_device *out, poet_err *err);
+poet_status poet_device_validate(const poet_device *d, poet_err *err);
+
+/* Cost of one node on a device, exactly as POET computes it. */
+double poet_cost_compute_time_s(const poet_device *d, double flops);
+double poet_cost_compute_j(const poet_device *d, double flops);
+double poet_cost_pagein_s(const poet_device *d, uint64_t bytes);
+double poet_cost_pageout_s(const poet_device *d, uint64_t bytes);
+double poet_cost_pagein_j(const poet_device *d, uint64_t bytes);
+double poet_cost_pageout_j(const poet_device *d, uint64_t bytes);
+
+/* ---- costed graph: what every planner sees ---- */
+typedef struct poet_cnode {
+    char name[POET_NAME_BYTES];
+    char op[24];
+    bool is_backward;
+    uint64_t bytes;   /* output tensor */
+    double flops;
+    double time_s;    /* compute */
+    double compute_j;
+    double pagein_j, pageout_j;
+    double pagein_s, pageout_s;
+} poet_cnode;
+
+typedef struct poet_edge {
+    int src, dst; /* src is read by dst; src < dst */
+} poet_edge;
+
+typedef struct poet_instance {
+    char model[POET_NAME_BYTES];
+    int batch;
+    poet_device device;
+    int T;
+    poet_cnode *nodes;
+    int n_edges;
+    poet_edge *edges;        /* in file order; POET's files repeat one edge */
+    double parameter_bytes;  /* weights and buffers; outside the activation budget */
+    double gradient_bytes;   /* weight gradients; outside the activation budget */
+    bool runnable;           /* built from a zoo model the runtime can execute */
+} poet_instance;
+
+typedef struct poet_instance_stats {
+    int nodes, edges, forward_nodes;
+    uint64_t forward_activation_bytes; /* sum over forward nodes (POET's total_ram_fwd) */
+    uint64_t keep_all_peak_bytes;      /* POET's stage accounting, no remat, no paging */
+    uint64_t min_budget_bytes;         /* no schedule fits below this */
+    double full_memory_energy_j;
+    double full_memory_time_s;
+    double parameter_bytes;
+    double gradient_bytes;
+} poet_instance_stats;
+
+poet_status poet_instance_from_graph(const poet_graph *g, const poet_device *d, poet_instance *out,
+                                     poet_err *err);
+/* Reads POET's reference format or poet's own graph format (docs/formats.md). */
+poet_status poet_instance_read_file(const char *path, poet_instance *out, poet_err *err);
+poet_status poet_instance_parse_json(const char *text, size_t len, poet_instance *out, poet_err *err);
+/* poet's own format; the caller frees the string. NULL when out of memory. */
+char *poet_instance_to_json(const poet_instance *inst);
+poet_status poet_instance_write_file(const poet_instance *inst, const char *path, poet_err *err);
+poet_status poet_instance_write_dot(const poet_instance *inst, const char *path, poet_err *err);
+/* Checks structure and values: order, edges in range, finite costs. */
+poet_status poet_instance_validate(const poet_instance *inst, poet_err *err);
+poet_status poet_instance_stats_compute(const poet_instance *inst, poet_instance_stats *out, poet_err *err);
+void poet_instance_free(poet_instance *inst);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,137 @@
+/* poet: the training graph (forward + loss + backward), its op registry,
+ * autodiff and the model zoo. Knows nothing about devices or plans. */
+#ifndef POET_GRAPH_H
+#define POET_GRAPH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "poet/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define POET_MAX_DIMS 4
+#define POET_MAX_INPUTS 8
+#define POET_NAME_BYTES 48
+#define POET_MAX_NODES 100000             /* largest graph poet accepts */
+#define POET_MAX_TENSOR_BYTES (1ULL << 50) /* 1 PiB: larger is a mistake */
+
+typedef enum poet_op {
+    POET_OP_INPUT,
+    POET_OP_CONV2D,
+    POET_OP_BATCHNORM2D,
+    POET_OP_RELU,
+    POET_OP_MAXPOOL2D,
+    POET_OP_AVGPOOL2D,
+    POET_OP_GLOBAL_AVGPOOL,
+    POET_OP_ADD,
+    POET_OP_FLATTEN,
+    POET_OP_LINEAR,
+    POET_OP_DROPOUT,
+    POET_OP_SOFTMAX_CE,   /* softmax cross-entropy loss; labels come with the batch */
+    POET_OP_LAYERNORM,
+    POET_OP_GELU,
+    POET_OP_SOFTMAX,      /* over the last dimension */
+    POET_OP_ATTN_SCORES,  /* per head: Q K^T / sqrt(d), the first matmul of attention */
+    POET_OP_ATTN_CONTEXT, /* per head: P V, the second matmul of attention */
+    POET_OP_GRAD,         /* gradient w.r.t. input `wrt` of forward node `fwd` */
+    POET_OP_GRAD_SUM,     /* sum of the gradient contributions to one tensor */
+    POET_OP_COUNT
+} poet_op;
+
+/* wrt value of a gradient node that only accumulates parameter gradients
+ * (its forward input needs no gradient, e.g. the first convolution). */
+#define POET_GRAD_PARAMS_ONLY (-1)
+
+typedef struct poet_shape {
+    int ndim;
+    int64_t dim[POET_MAX_DIMS];
+} poet_shape;
+
+typedef struct poet_attrs {
+    poet_shape shape; /* input: the tensor's shape */
+    int features;     /* conv2d: output channels; linear: output features */
+    int kernel;       /* conv2d, pools: square kernel size */
+    int stride;       /* conv2d, pools */
+    int pad;          /* conv2d: zero padding on each side */
+    int heads;        /* attention */
+    int seq;          /* attention: sequence length (rows = batch * seq) */
+    float p;          /* dropout probability */
+} poet_attrs;
+
+typedef struct poet_node {
+    char name[POET_NAME_BYTES];
+    poet_op op;
+    int n_inputs;
+    int inputs[POET_MAX_INPUTS]; /* tensors this node reads: its edges */
+    int fwd;                     /* POET_OP_GRAD: forward node; otherwise -1 */
+    int wrt;                     /* POET_OP_GRAD: input of fwd, or POET_GRAD_PARAMS_ONLY */
+    poet_attrs attrs;
+    poet_shape shape;            /* of the output tensor */
+    uint64_t bytes;              /* of the output tensor */
+    double flops;                /* POET's FLOP convention, see docs/graph.md */
+    uint64_t params;             /* trainable parameters owned by this node */
+    uint64_t buffers;            /* non-trainable state (batch-norm running stats) */
+} poet_node;
+
+typedef struct poet_graph {
+    char model[POET_NAME_BYTES];
+    int batch;
+    int elem_bytes;   /* bytes per element: 4 (float32) */
+    int n_nodes;
+    int cap;
+    poet_node *nodes; /* topological order; forward nodes first, then backward */
+    int n_forward;    /* nodes [0, n_forward) are the forward pass and the loss */
+    int loss;         /* index of the loss node, -1 before autodiff */
+    poet_err err;     /* first error of the builder; sticky */
+} poet_graph;
+
+const char *poet_op_name(poet_op op);
+/* Returns POET_OP_COUNT when the name is unknown. */
+poet_op poet_op_from_name(const char *name);
+/* True for ops whose output gradient is simply passed to their inputs
+ * (add, flatten), so that autodiff emits no node for them. */
+bool poet_op_grad_is_alias(poet_op op);
+
+poet_status poet_graph_init(poet_graph *g, const char *model, int batch, poet_err *err);
+void poet_graph_free(poet_graph *g);
+
+/* Appends a forward node after inferring its shape, bytes, FLOPs and
+ * parameters. Returns the node's index, or -1 after an error, which is kept
+ * in g->err; later calls then do nothing and return -1 too, so a model can be
+ * built without checking each call. */
+int poet_graph_add(poet_graph *g, poet_op op, const int *inputs, int n_inputs,
+                   const poet_attrs *attrs, const char *name);
+
+/* Derives the backward nodes of the loss node `loss`, in reverse
+ * topological order of the forward pass; sums gradient contributions of
+ * tensors with several consumers in explicit POET_OP_GRAD_SUM nodes. */
+poet_status poet_graph_autodiff(poet_graph *g, int loss, poet_err *err);
+
+uint64_t poet_graph_param_count(const poet_graph *g);  /* trainable */
+uint64_t poet_graph_buffer_count(const poet_graph *g); /* non-trainable */
+uint64_t poet_shape_numel(const poet_shape *s);
+
+/* ---- model zoo ---- */
+typedef struct poet_model_info {
+    const char *name;
+    const char *description;
+    const char *dataset;  /* data set it is meant to train on, or NULL */
+    int default_batch;
+    bool trainable;       /* the runtime can execute it */
+    bool reference;       /* POET's reference instances include it */
+} poet_model_info;
+
+int poet_zoo_count(void);
+const poet_model_info *poet_zoo_info(int i);
+const poet_model_info *poet_zoo_find(const char *name);
+/* Builds forward, loss and backward graph of a zoo model. batch <= 0 means
+ * the model's default batch size. */
+poet_status poet_zoo_build(const char *name, int batch, poet_graph *out, poet_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

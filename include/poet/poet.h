@@ -1,0 +1,11 @@
+/* poet: Private Optimal Energy Training. The public API, one header. */
+#ifndef POET_POET_H
+#define POET_POET_H
+
+#include "poet/status.h"
+#include "poet/graph.h"
+#include "poet/cost.h"
+
+#define POET_VERSION "0.1.0"
+
+#endif

@@ -1,0 +1,105 @@
+#include "json.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+poet_status json_parse(const char *text, size_t len, const char *what, cJSON **out, poet_err *err)
+{
+    const char *end = NULL;
+    cJSON *doc = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!doc) {
+        size_t at = end && end >= text ? (size_t)(end - text) : 0;
+        return poet_fail(err, POET_ERR_PARSE, "%s: invalid JSON near byte %zu", what, at);
+    }
+    if (!cJSON_IsObject(doc)) {
+        cJSON_Delete(doc);
+        return poet_fail(err, POET_ERR_PARSE, "%s: expected a JSON object at the top level", what);
+    }
+    *out = doc;
+    return POET_OK;
+}
+
+poet_status json_only_keys(const cJSON *obj, const char *const *keys, const char *what, poet_err *err)
+{
+    for (const cJSON *it = obj->child; it; it = it->next) {
+        bool known = false;
+        for (const char *const *k = keys; *k && !known; k++) known = it->string && strcmp(it->string, *k) == 0;
+        if (!known) return poet_fail(err, POET_ERR_INVALID, "%s: unknown field '%s'", what, it->string ? it->string : "");
+    }
+    return POET_OK;
+}
+
+static const cJSON *field(const cJSON *obj, const char *key)
+{
+    return cJSON_GetObjectItemCaseSensitive(obj, key);
+}
+
+poet_status json_number(const cJSON *obj, const char *key, double lo, double hi, bool required, double dflt,
+                        double *out, const char *what, poet_err *err)
+{
+    const cJSON *v = field(obj, key);
+    if (!v) {
+        if (required) return poet_fail(err, POET_ERR_INVALID, "%s: missing field '%s'", what, key);
+        *out = dflt;
+        return POET_OK;
+    }
+    if (!cJSON_IsNumber(v)) return poet_fail(err, POET_ERR_INVALID, "%s: field '%s' must be a number", what, key);
+    double x = v->valuedouble;
+    if (!isfinite(x) || x < lo || x > hi)
+        return poet_fail(err, POET_ERR_INVALID, "%s: field '%s' = %g is outside [%g, %g]", what, key, x, lo, hi);
+    *out = x;
+    return POET_OK;
+}
+
+poet_status json_integer(const cJSON *obj, const char *key, int64_t lo, int64_t hi, bool required, int64_t dflt,
+                         int64_t *out, const char *what, poet_err *err)
+{
+    double x = 0;
+    poet_status st = json_number(obj, key, (double)lo, (double)hi, required, (double)dflt, &x, what, err);
+    if (st) return st;
+    if (x != floor(x) || fabs(x) > 9007199254740992.0)
+        return poet_fail(err, POET_ERR_INVALID, "%s: field '%s' must be a whole number", what, key);
+    *out = (int64_t)x;
+    return POET_OK;
+}
+
+poet_status json_string(const cJSON *obj, const char *key, bool required, const char *dflt, char *out, size_t cap,
+                        const char *what, poet_err *err)
+{
+    const cJSON *v = field(obj, key);
+    if (!v) {
+        if (required) return poet_fail(err, POET_ERR_INVALID, "%s: missing field '%s'", what, key);
+        snprintf(out, cap, "%s", dflt ? dflt : "");
+        return POET_OK;
+    }
+    if (!cJSON_IsString(v)) return poet_fail(err, POET_ERR_INVALID, "%s: field '%s' must be a string", what, key);
+    snprintf(out, cap, "%s", v->valuestring);
+    return POET_OK;
+}
+
+poet_status json_bool(const cJSON *obj, const char *key, bool required, bool dflt, bool *out, const char *what,
+                      poet_err *err)
+{
+    const cJSON *v = field(obj, key);
+    if (!v) {
+        if (required) return poet_fail(err, POET_ERR_INVALID, "%s: missing field '%s'", what, key);
+        *out = dflt;
+        return POET_OK;
+    }
+    if (!cJSON_IsBool(v)) return poet_fail(err, POET_ERR_INVALID, "%s: field '%s' must be true or false", what, key);
+    *out = cJSON_IsTrue(v);
+    return POET_OK;
+}
+
+cJSON *json_add_exact(cJSON *obj, const char *key, double x)
+{
+    char buf[40];
+    if (!isfinite(x)) return NULL; /* JSON has no NaN or infinity */
+    for (int digits = 15; digits <= 17; digits++) {
+        snprintf(buf, sizeof buf, "%.*g", digits, x);
+        if (strtod(buf, NULL) == x) break;
+    }
+    return cJSON_AddRawToObject(obj, key, buf);
+}

@@ -1,0 +1,203 @@
+/* Device profiles and POET's per-node cost model. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/fileio.h"
+#include "../common/json.h"
+#include "device_json.h"
+#include "poet/cost.h"
+
+/* The constants of POET's poet/chipsets.py, as its reference instances print
+ * them (full precision), so that costs match bit for bit. jetsontx2 has no
+ * compute figures in POET; ours are documented in docs/devices.md. */
+static const poet_device BUILTIN[] = {
+    {"m0", "Arduino MKR1000, Cortex-M0+ at 48 MHz, no FPU; SD card storage", 166666.66666666666,
+     2525252.525252525, 0.000109, 4616510, 0.00011300000000000001, 4440000, 0.33, 0.066, 4},
+    {"m4", "nRF52840, Cortex-M4F at 64 MHz; SD card storage", 6369910.145264308, 580010757.690879, 0.000109,
+     4616510, 0.00011300000000000001, 4440000, 0.33, 0.010982399999999998, 4},
+    {"a72", "Raspberry Pi 4, Cortex-A72; SD card with write cache", 2000000000, 40115792.06701159,
+     5.095610000000001e-06, 45500000, 1.85314e-05, 24500000, 0.15, 3, 4},
+    {"a72nocache", "Raspberry Pi 4, Cortex-A72; SD card without write cache", 120347376.20103474,
+     40115792.06701159, 5.095610000000001e-06, 45500000, 0.00423532, 17100000, 0.15, 3, 4},
+    {"jetsontx2", "NVIDIA Jetson TX2, one Cortex-A57 core at 2.0 GHz; eMMC storage (compute figures: docs/devices.md)",
+     2.0e9, 2.0e9 / 0.766, 0.00054, 108500000, 0.002396, 94370000, 0.309, 0.766, 4},
+};
+
+enum { N_BUILTIN = (int)(sizeof BUILTIN / sizeof *BUILTIN) };
+
+int poet_device_count(void) { return N_BUILTIN; }
+
+const poet_device *poet_device_builtin(int i) { return i >= 0 && i < N_BUILTIN ? &BUILTIN[i] : NULL; }
+
+poet_status poet_device_validate(const poet_device *d, poet_err *err)
+{
+    struct {
+        const char *what;
+        double v, lo, hi;
+        bool open_lo;
+    } checks[] = {
+        {"flops_per_s", d->flops_per_s, 0, 1e21, true},
+        {"flops_per_j", d->flops_per_j, 0, 1e21, true},
+        {"pagein_latency_s", d->pagein_latency_s, 0, 1e3, false},
+        {"pagein_bytes_per_s", d->pagein_bytes_per_s, 0, 1e15, true},
+        {"pageout_latency_s", d->pageout_latency_s, 0, 1e3, false},
+        {"pageout_bytes_per_s", d->pageout_bytes_per_s, 0, 1e15, true},
+        {"memory_power_w", d->memory_power_w, 0, 1e6, false},
+        {"power_w", d->power_w, 0, 1e6, false},
+    };
+    for (size_t i = 0; i < sizeof checks / sizeof *checks; i++) {
+        double v = checks[i].v;
+        bool ok = v == v && v <= checks[i].hi && (checks[i].open_lo ? v > checks[i].lo : v >= checks[i].lo);
+        if (!ok)
+            return poet_fail(err, POET_ERR_INVALID, "device '%s': %s = %g is outside %s%g, %g]", d->name,
+                             checks[i].what, v, checks[i].open_lo ? "(" : "[", checks[i].lo, checks[i].hi);
+    }
+    if (d->bytes_per_element < 1 || d->bytes_per_element > 8)
+        return poet_fail(err, POET_ERR_INVALID, "device '%s': bytes_per_element must be 1 to 8", d->name);
+    return POET_OK;
+}
+
+poet_status device_from_cjson(const cJSON *obj, poet_device *out, const char *what, poet_err *err)
+{
+    static const char *const keys[] = {"format", "version", "name", "description", "flops_per_s", "flops_per_j",
+                                       "pagein_latency_s", "pagein_bytes_per_s", "pageout_latency_s",
+                                       "pageout_bytes_per_s", "memory_power_w", "power_w", "bytes_per_element",
+                                       NULL};
+    if (!cJSON_IsObject(obj)) return poet_fail(err, POET_ERR_INVALID, "%s: expected an object", what);
+    poet_device d;
+    memset(&d, 0, sizeof d);
+    char format[32];
+    int64_t version = 0, elem = 4;
+    poet_status st = json_only_keys(obj, keys, what, err);
+    if (!st && !(st = json_string(obj, "format", true, NULL, format, sizeof format, what, err)) &&
+        strcmp(format, "poet-device") != 0)
+        st = poet_fail(err, POET_ERR_INVALID, "%s: format must be \"poet-device\", got \"%s\"", what, format);
+    if (!st && !(st = json_integer(obj, "version", 0, 1000000, true, 0, &version, what, err)) && version != 1)
+        st = poet_fail(err, POET_ERR_UNSUPPORTED, "%s: version %lld is not supported (this poet reads 1)", what,
+                       (long long)version);
+    const double big = 1e300;
+    if (!st) st = json_string(obj, "name", true, NULL, d.name, sizeof d.name, what, err);
+    if (!st) st = json_string(obj, "description", false, "", d.description, sizeof d.description, what, err);
+    if (!st) st = json_number(obj, "flops_per_s", -big, big, true, 0, &d.flops_per_s, what, err);
+    if (!st) st = json_number(obj, "flops_per_j", -big, big, true, 0, &d.flops_per_j, what, err);
+    if (!st) st = json_number(obj, "pagein_latency_s", -big, big, true, 0, &d.pagein_latency_s, what, err);
+    if (!st) st = json_number(obj, "pagein_bytes_per_s", -big, big, true, 0, &d.pagein_bytes_per_s, what, err);
+    if (!st) st = json_number(obj, "pageout_latency_s", -big, big, true, 0, &d.pageout_latency_s, what, err);
+    if (!st) st = json_number(obj, "pageout_bytes_per_s", -big, big, true, 0, &d.pageout_bytes_per_s, what, err);
+    if (!st) st = json_number(obj, "memory_power_w", -big, big, true, 0, &d.memory_power_w, what, err);
+    if (!st) st = json_number(obj, "power_w", -big, big, false, 0, &d.power_w, what, err);
+    if (!st) st = json_integer(obj, "bytes_per_element", 1, 8, false, 4, &elem, what, err);
+    if (st) return st;
+    d.bytes_per_element = (int)elem;
+    if (!d.name[0]) return poet_fail(err, POET_ERR_INVALID, "%s: name must not be empty", what);
+    if ((st = poet_device_validate(&d, err))) return st;
+    *out = d;
+    return POET_OK;
+}
+
+poet_status poet_device_parse_json(const char *text, size_t len, poet_device *out, poet_err *err)
+{
+    cJSON *doc = NULL;
+    poet_status st = json_parse(text, len, "device profile", &doc, err);
+    if (st) return st;
+    st = device_from_cjson(doc, out, "device profile", err);
+    cJSON_Delete(doc);
+    return st;
+}
+
+cJSON *device_to_cjson(const poet_device *d)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    bool ok = cJSON_AddStringToObject(o, "format", "poet-device") && json_add_exact(o, "version", 1) &&
+              cJSON_AddStringToObject(o, "name", d->name) &&
+              cJSON_AddStringToObject(o, "description", d->description) &&
+              json_add_exact(o, "flops_per_s", d->flops_per_s) &&
+              json_add_exact(o, "flops_per_j", d->flops_per_j) &&
+              json_add_exact(o, "pagein_latency_s", d->pagein_latency_s) &&
+              json_add_exact(o, "pagein_bytes_per_s", d->pagein_bytes_per_s) &&
+              json_add_exact(o, "pageout_latency_s", d->pageout_latency_s) &&
+              json_add_exact(o, "pageout_bytes_per_s", d->pageout_bytes_per_s) &&
+              json_add_exact(o, "memory_power_w", d->memory_power_w) &&
+              json_add_exact(o, "power_w", d->power_w) &&
+              json_add_exact(o, "bytes_per_element", d->bytes_per_element);
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+poet_status device_from_poet_chipset(const cJSON *c, const char *name, poet_device *out, poet_err *err)
+{
+    const char *what = "POET chipset";
+    if (!cJSON_IsObject(c)) return poet_fail(err, POET_ERR_INVALID, "%s: expected an object", what);
+    poet_device d;
+    memset(&d, 0, sizeof d);
+    snprintf(d.name, sizeof d.name, "%s", name);
+    snprintf(d.description, sizeof d.description, "POET chipset '%s'", name);
+    const double big = 1e300;
+    int64_t elem = 4;
+    poet_status st = json_number(c, "FLOPS", -big, big, true, 0, &d.flops_per_s, what, err);
+    if (!st) st = json_number(c, "FLOPS_PER_WATT", -big, big, true, 0, &d.flops_per_j, what, err);
+    if (!st) st = json_number(c, "PAGEIN_LATENCY", -big, big, true, 0, &d.pagein_latency_s, what, err);
+    if (!st) st = json_number(c, "PAGEIN_THROUGHPUT", -big, big, true, 0, &d.pagein_bytes_per_s, what, err);
+    if (!st) st = json_number(c, "PAGEOUT_LATENCY", -big, big, true, 0, &d.pageout_latency_s, what, err);
+    if (!st) st = json_number(c, "PAGEOUT_THROUGHPUT", -big, big, true, 0, &d.pageout_bytes_per_s, what, err);
+    if (!st) st = json_number(c, "MEMORY_POWER", -big, big, true, 0, &d.memory_power_w, what, err);
+    if (!st) st = json_number(c, "POWER", -big, big, false, 0, &d.power_w, what, err);
+    if (!st) st = json_integer(c, "TYPE", 1, 8, false, 4, &elem, what, err);
+    if (st) return st;
+    d.bytes_per_element = (int)elem;
+    if ((st = poet_device_validate(&d, err))) return st;
+    *out = d;
+    return POET_OK;
+}
+
+poet_status poet_device_find(const char *name_or_path, poet_device *out, poet_err *err)
+{
+    const char *s = name_or_path ? name_or_path : "";
+    for (int i = 0; i < N_BUILTIN; i++)
+        if (strcmp(BUILTIN[i].name, s) == 0) {
+            *out = BUILTIN[i];
+            return POET_OK;
+        }
+    size_t n = strlen(s);
+    bool is_path = strchr(s, '/') || (n > 5 && strcmp(s + n - 5, ".json") == 0);
+    if (!is_path)
+        return poet_fail(err, POET_ERR_NOT_FOUND,
+                         "unknown device '%s' (built in: m0, m4, a72, a72nocache, jetsontx2; or a .json profile)", s);
+    char *text = NULL;
+    size_t len = 0;
+    poet_status st = poet_read_file(s, &text, &len, err);
+    if (st) return st;
+    poet_err inner = {0};
+    st = poet_device_parse_json(text, len, out, &inner);
+    free(text);
+    if (st) return poet_fail(err, st, "%s: %s", s, inner.msg);
+    return POET_OK;
+}
+
+double poet_cost_compute_time_s(const poet_device *d, double flops) { return flops / d->flops_per_s; }
+double poet_cost_compute_j(const poet_device *d, double flops) { return flops / d->flops_per_j; }
+
+double poet_cost_pagein_s(const poet_device *d, uint64_t bytes)
+{
+    return d->pagein_latency_s + (double)bytes / d->pagein_bytes_per_s;
+}
+
+double poet_cost_pageout_s(const poet_device *d, uint64_t bytes)
+{
+    return d->pageout_latency_s + (double)bytes / d->pageout_bytes_per_s;
+}
+
+double poet_cost_pagein_j(const poet_device *d, uint64_t bytes)
+{
+    return poet_cost_pagein_s(d, bytes) * d->memory_power_w;
+}
+
+double poet_cost_pageout_j(const poet_device *d, uint64_t bytes)
+{
+    return poet_cost_pageout_s(d, bytes) * d->memory_power_w;
+}

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# The CLI contract: commands that must work, and bad input that must give a
+# one-line error naming the problem and a non-zero exit, never a crash.
+set -u
+poet=$1
+data=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+
+ok() { # ok DESCRIPTION COMMAND...: must exit 0
+    local what=$1
+    shift
+    if "$@" >"$tmp/out" 2>"$tmp/err"; then passed=$((passed + 1)); else
+        failed=$((failed + 1))
+        echo "FAIL (expected success): $what: $(head -c 300 "$tmp/err")"
+    fi
+}
+
+refuse() { # refuse DESCRIPTION PATTERN COMMAND...: non-zero, no crash, one line naming PATTERN
+    local what=$1 pattern=$2
+    shift 2
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    local rc=$?
+    local lines
+    lines=$(wc -l <"$tmp/err")
+    if [ "$rc" -ne 0 ] && [ "$rc" -lt 128 ] && [ "$lines" -eq 1 ] && grep -q -- "$pattern" "$tmp/err"; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+        echo "FAIL (expected a one-line error with '$pattern'): $what: rc=$rc stderr=$(head -c 300 "$tmp/err")"
+    fi
+}
+
+has() { # has DESCRIPTION PATTERN FILE
+    if grep -q -- "$2" "$3"; then passed=$((passed + 1)); else
+        failed=$((failed + 1))
+        echo "FAIL: $1: no '$2' in $3"
+    fi
+}
+
+ok "help" "$poet" --help
+ok "models" "$poet" models
+ok "models json" "$poet" models --json
+has "models json lists trainable" '"trainable"' "$tmp/out"
+ok "devices json" "$poet" devices --json
+has "devices json lists jetsontx2" '"jetsontx2"' "$tmp/out"
+ok "graph help" "$poet" graph --help
+ok "graph zoo" "$poet" graph --model resnet18_cifar --device m4 --json --dot "$tmp/g.dot" --out "$tmp/g.json"
+for field in nodes edges forward_activation_bytes keep_all_peak_bytes min_budget_bytes full_memory_energy_j \
+    full_memory_time_s parameter_bytes; do
+    has "graph json has $field" "\"$field\"" "$tmp/out"
+done
+has "dot file" "digraph" "$tmp/g.dot"
+cp "$tmp/out" "$tmp/first.json"
+ok "graph own format read back" "$poet" graph --instance "$tmp/g.json" --json
+if cmp -s "$tmp/out" "$tmp/first.json"; then passed=$((passed + 1)); else
+    failed=$((failed + 1))
+    echo "FAIL: figures differ after writing and reading the graph file"
+fi
+ok "graph reference" "$poet" graph --instance "$data/reference/linear__m4.json" --json
+has "reference keep-all peak" '"keep_all_peak_bytes":[[:space:]]*7416' "$tmp/out"
+ok "graph batch" "$poet" graph --model cnn_fashion --device a72 --batch 64
+
+refuse "no command" "missing command" "$poet"
+refuse "unknown command" "unknown command 'fly'" "$poet" fly
+refuse "unknown option" "unknown option --frobnicate" "$poet" graph --frobnicate
+refuse "missing value" "missing value after --model" "$poet" graph --model
+refuse "model and instance" "exactly one" "$poet" graph --model linear --device m4 --instance x.json
+refuse "neither" "exactly one" "$poet" graph --device m4
+refuse "no device" "needs --device" "$poet" graph --model linear
+refuse "unknown model" "unknown model 'gpt9'" "$poet" graph --model gpt9 --device m4
+refuse "unknown device" "unknown device 'z80'" "$poet" graph --model linear --device z80
+refuse "bad batch" "--batch must be" "$poet" graph --model linear --device m4 --batch 0
+refuse "batch garbage" "--batch must be" "$poet" graph --model linear --device m4 --batch 12abc
+refuse "batch overflow" "--batch must be" "$poet" graph --model linear --device m4 --batch 99999999999999999999
+refuse "missing file" "cannot open" "$poet" graph --instance "$tmp/none.json"
+refuse "directory" "not a regular file" "$poet" graph --instance "$tmp"
+: >"$tmp/empty.json"
+refuse "empty file" "invalid JSON" "$poet" graph --instance "$tmp/empty.json"
+head -c 5000 "$data/reference/vgg16__m4.json" >"$tmp/trunc.json"
+refuse "truncated file" "invalid JSON" "$poet" graph --instance "$tmp/trunc.json"
+head -c 4096 /dev/urandom >"$tmp/garbage.json"
+refuse "binary garbage" "invalid JSON" "$poet" graph --instance "$tmp/garbage.json"
+printf '%*s' 100000 '' | tr ' ' '[' >"$tmp/deep.json"
+refuse "deeply nested" "invalid JSON" "$poet" graph --instance "$tmp/deep.json"
+sed 's/"ram_bytes": 3136/"ram_bytes": -3136/' "$data/reference/linear__m4.json" >"$tmp/neg.json"
+refuse "negative bytes" "ram_bytes" "$poet" graph --instance "$tmp/neg.json"
+sed 's/\[25, 26\]/[26, 25]/' "$data/reference/linear__m4.json" >"$tmp/cycle.json"
+refuse "backward edge" "topological" "$poet" graph --instance "$tmp/cycle.json"
+sed 's/\[25, 26\]/[25, 99]/' "$data/reference/linear__m4.json" >"$tmp/range.json"
+refuse "edge out of range" "outside" "$poet" graph --instance "$tmp/range.json"
+refuse "unwritable dot" "cannot write" "$poet" graph --model linear --device m4 --dot /nonexistent/dir/g.dot
+echo '{"format":"poet-device","version":1,"name":"x","flops_per_s":-5,"flops_per_j":1,"pagein_latency_s":0,
+ "pagein_bytes_per_s":1,"pageout_latency_s":0,"pageout_bytes_per_s":1,"memory_power_w":1}' >"$tmp/dev.json"
+refuse "bad device file" "flops_per_s" "$poet" graph --model linear --device "$tmp/dev.json"
+ls "$tmp" | grep -q 'tmp' && { failed=$((failed + 1)); echo "FAIL: a temporary file was left behind"; }
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
