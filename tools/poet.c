@@ -1,11 +1,14 @@
+#define _POSIX_C_SOURCE 200809L
 /* poet: the command-line tool, a thin layer over the library. */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "poet/poet.h"
+#include "show.h"
 
 enum { EXIT_USAGE = 2 };
 
@@ -252,6 +255,429 @@ static int cmd_graph(int argc, char **argv)
     return rc;
 }
 
+/* ---- poet planners ---- */
+static const char PLANNERS_HELP[] =
+    "usage: poet planners [--json]\n"
+    "Lists every planner by name with what it does.\n";
+
+static int cmd_planners(int argc, char **argv)
+{
+    bool json = false, help = false;
+    opt opts[] = {{"--json", false, NULL, &json}, {NULL, false, NULL, NULL}};
+    int rc = parse_opts("planners", argc, argv, opts, &help);
+    if (rc || help) return help ? (fputs(PLANNERS_HELP, stdout), 0) : rc;
+    cJSON *arr = json ? cJSON_CreateArray() : NULL;
+    for (int i = 0; i < poet_planner_count(); i++) {
+        const poet_planner_def *d = poet_planner_info(i);
+        bool dflt = strcmp(d->name, poet_planner_default()) == 0;
+        if (!json) {
+            printf("%-10s %s%s\n", d->name, d->summary, dflt ? " (default)" : "");
+            continue;
+        }
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddItemToArray(arr, o);
+        cJSON_AddStringToObject(o, "name", d->name);
+        cJSON_AddStringToObject(o, "summary", d->summary);
+        cJSON_AddBoolToObject(o, "default", dflt);
+    }
+    return json ? print_json(arr) : 0;
+}
+
+/* ---- reports shared by plan and simulate ---- */
+
+/* BYTES, or PCT% of the keep-all peak. */
+static bool parse_budget(const char *s, uint64_t keep_all, uint64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = s ? strtod(s, &end) : -1;
+    if (!s || end == s || errno || !(v >= 0) || v > 9007199254740992.0) return false;
+    if (strcmp(end, "%") == 0) {
+        if (v > 1e6) return false;
+        *out = (uint64_t)floor(v / 100.0 * (double)keep_all);
+        return true;
+    }
+    if (*end || v != floor(v)) return false;
+    *out = (uint64_t)v;
+    return true;
+}
+
+static void add_num_or_null(cJSON *o, const char *key, bool have, double v)
+{
+    if (have)
+        cJSON_AddNumberToObject(o, key, v);
+    else
+        cJSON_AddNullToObject(o, key);
+}
+
+typedef struct report {
+    const poet_problem *p;
+    const char *planner, *status, *note;
+    const poet_sim *sim; /* NULL when there is no schedule */
+    double lower_bound_j, solve_seconds;
+    bool validated;
+} report;
+
+static int print_report(const report *r, bool json)
+{
+    const poet_problem *p = r->p;
+    const poet_sim *m = r->sim;
+    double gap = m && !isnan(r->lower_bound_j) && r->lower_bound_j > 0
+                     ? (m->energy_j - r->lower_bound_j) / r->lower_bound_j
+                     : NAN;
+    if (json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "model", p->inst->model);
+        cJSON_AddStringToObject(o, "device", p->inst->device.name);
+        cJSON_AddStringToObject(o, "planner", r->planner);
+        cJSON_AddStringToObject(o, "status", r->status);
+        cJSON_AddNumberToObject(o, "budget_bytes", (double)p->budget_bytes);
+        cJSON_AddNumberToObject(o, "runtime_factor", p->runtime_factor);
+        cJSON_AddNumberToObject(o, "runtime_budget_s", p->runtime_budget_s);
+        cJSON_AddNumberToObject(o, "keep_all_peak_bytes", (double)p->keep_all_peak_bytes);
+        cJSON_AddNumberToObject(o, "min_budget_bytes", (double)p->min_budget_bytes);
+        cJSON_AddNumberToObject(o, "full_memory_energy_j", p->full_memory_energy_j);
+        add_num_or_null(o, "energy_j", m, m ? m->energy_j : 0);
+        add_num_or_null(o, "compute_j", m, m ? m->compute_j : 0);
+        add_num_or_null(o, "pagein_j", m, m ? m->pagein_j : 0);
+        add_num_or_null(o, "pageout_j", m, m ? m->pageout_j : 0);
+        add_num_or_null(o, "lower_bound_j", !isnan(r->lower_bound_j), r->lower_bound_j);
+        add_num_or_null(o, "gap", !isnan(gap), gap);
+        add_num_or_null(o, "peak_ram_bytes", m, m ? (double)m->peak_ram_bytes : 0);
+        add_num_or_null(o, "placed_peak_bytes", m, m ? (double)m->placed_peak_bytes : 0);
+        add_num_or_null(o, "compute_time_s", m, m ? m->compute_time_s : 0);
+        add_num_or_null(o, "time_with_paging_s", m, m ? m->time_with_paging_s : 0);
+        add_num_or_null(o, "recomputations", m, m ? m->recomputations : 0);
+        add_num_or_null(o, "page_ins", m, m ? m->page_ins : 0);
+        add_num_or_null(o, "page_outs", m, m ? m->page_outs : 0);
+        add_num_or_null(o, "solve_seconds", r->solve_seconds >= 0, r->solve_seconds);
+        cJSON_AddBoolToObject(o, "validated", r->validated);
+        if (r->note && *r->note) cJSON_AddStringToObject(o, "note", r->note);
+        return print_json(o);
+    }
+    printf("%s on %s: budget %llu B (%.1f%% of the keep-all peak %llu B), runtime factor %g\n", p->inst->model,
+           p->inst->device.name, (unsigned long long)p->budget_bytes,
+           100.0 * (double)p->budget_bytes / (double)(p->keep_all_peak_bytes ? p->keep_all_peak_bytes : 1),
+           (unsigned long long)p->keep_all_peak_bytes, p->runtime_factor);
+    printf("planner %s: %s%s", r->planner, r->status, r->validated ? ", validated" : "");
+    if (r->solve_seconds >= 0) printf(", %.3f s", r->solve_seconds);
+    printf("\n");
+    if (r->note && *r->note) printf("  %s\n", r->note);
+    if (!m) return 0;
+    printf("  %-15s %.6g J = compute %.6g + page-in %.6g + page-out %.6g (%.4fx full-memory)\n", "energy",
+           m->energy_j, m->compute_j, m->pagein_j, m->pageout_j, m->energy_j / p->full_memory_energy_j);
+    if (!isnan(gap)) printf("  %-15s %.6g J, gap %.3f%%\n", "lower bound", r->lower_bound_j, 100 * gap);
+    printf("  %-15s %llu B (stage accounting, stage %d), arena %llu B (placed)\n", "peak RAM",
+           (unsigned long long)m->peak_ram_bytes, m->peak_stage, (unsigned long long)m->placed_peak_bytes);
+    printf("  %-15s %.6g s compute (POET's accounting), %.6g s with paging (one DMA channel)\n", "time",
+           m->compute_time_s, m->time_with_paging_s);
+    printf("  %-15s %d recomputations, %d page-ins, %d page-outs\n", "operations", m->recomputations, m->page_ins,
+           m->page_outs);
+    return 0;
+}
+
+/* ---- poet plan ---- */
+static const char PLAN_HELP[] =
+    "usage: poet plan (--model NAME --device DEV [--batch N] | --instance FILE)\n"
+    "                 --budget BYTES|PCT% [--runtime-factor F] [--planner NAME]\n"
+    "                 [--time-limit S] [--out FILE] [--json]\n"
+    "Plans one training iteration under a RAM budget (bytes, or a percentage of\n"
+    "the keep-all peak) and a runtime budget (F times the full-memory compute\n"
+    "time, default 1.5), validates the schedule and reports its energy, memory\n"
+    "and time. --out saves the schedule with its graph for simulate and show.\n"
+    "An infeasible budget is a result: status infeasible, with the reason.\n";
+
+static int cmd_plan(int argc, char **argv)
+{
+    const char *model = NULL, *device = NULL, *batch = NULL, *instance = NULL, *budget = NULL, *factor = NULL;
+    const char *planner = NULL, *limit = NULL, *out = NULL;
+    bool json = false, help = false;
+    opt opts[] = {{"--model", true, &model, NULL},      {"--device", true, &device, NULL},
+                  {"--batch", true, &batch, NULL},      {"--instance", true, &instance, NULL},
+                  {"--budget", true, &budget, NULL},    {"--runtime-factor", true, &factor, NULL},
+                  {"--planner", true, &planner, NULL},  {"--time-limit", true, &limit, NULL},
+                  {"--out", true, &out, NULL},          {"--json", false, NULL, &json},
+                  {NULL, false, NULL, NULL}};
+    int rc = parse_opts("plan", argc, argv, opts, &help);
+    if (rc || help) return help ? (fputs(PLAN_HELP, stdout), 0) : rc;
+    if (!budget) return usage_error("plan", "--budget is required", NULL);
+    double rho = 1.5, seconds = 0;
+    char *end = NULL;
+    if (factor && (rho = strtod(factor, &end), *end || end == factor || !(rho >= 1 && rho <= 1e6)))
+        return usage_error("plan", "--runtime-factor must be a number from 1 to 1e6, got", factor);
+    if (limit && (seconds = strtod(limit, &end), *end || end == limit || !(seconds > 0 && seconds <= 86400)))
+        return usage_error("plan", "--time-limit must be 0 to 86400 seconds, got", limit);
+    const char *name = planner ? planner : poet_planner_default();
+    if (!poet_planner_find(name)) return usage_error("plan", "unknown planner (see poet planners):", name);
+    poet_instance inst;
+    if ((rc = load_instance("plan", model, device, batch, instance, &inst))) return rc;
+    poet_err err = {0};
+    poet_problem p;
+    uint64_t bytes = 0;
+    if (poet_problem_init(&p, &inst, 0, rho, &err)) {
+        poet_instance_free(&inst);
+        return lib_error(&err);
+    }
+    if (!parse_budget(budget, p.keep_all_peak_bytes, &bytes)) {
+        rc = usage_error("plan", "--budget must be bytes (up to 2^53) or a percentage like 50%, got", budget);
+    } else {
+        p.budget_bytes = bytes;
+        poet_plan_options o = {seconds, 0, !json};
+        poet_plan_result r;
+        poet_sim sim;
+        bool have = false;
+        if (poet_plan(name, &p, &o, &r, &err)) {
+            rc = lib_error(&err);
+        } else {
+            have = r.status == POET_PLAN_OPTIMAL || r.status == POET_PLAN_FEASIBLE;
+            if (have && poet_simulate(&p, &r.schedule, &sim, NULL, &err)) rc = lib_error(&err);
+            if (!rc && have && out) {
+                char *text = poet_schedule_to_json(&r.schedule, &inst);
+                if (!text) rc = lib_error(&(poet_err){POET_ERR_NOMEM, "out of memory"});
+                else {
+                    poet_err werr = {0};
+                    if (poet_write_file_atomic(out, text, strlen(text), &werr)) rc = lib_error(&werr);
+                    free(text);
+                }
+            }
+            if (!rc) {
+                report rep = {&p, name, poet_plan_status_str(r.status), r.note, have ? &sim : NULL,
+                              r.lower_bound_j, r.solve_seconds, have};
+                rc = print_report(&rep, json);
+            }
+            poet_plan_result_free(&r);
+        }
+    }
+    poet_problem_free(&p);
+    poet_instance_free(&inst);
+    return rc;
+}
+
+/* ---- saved schedules: simulate, show, encode, decode ---- */
+
+typedef struct loaded {
+    poet_schedule s;
+    poet_instance graph; /* T == 0 when neither embedded nor given */
+} loaded;
+
+static void loaded_free(loaded *l)
+{
+    poet_schedule_free(&l->s);
+    poet_instance_free(&l->graph);
+}
+
+/* Reads a schedule, JSON or binary, and the graph it runs on: the one the
+ * file embeds, or the one the graph options name (which wins). */
+static int load_schedule(const char *cmd, const char *path, const char *model, const char *device,
+                         const char *batch, const char *instance, bool need_graph, loaded *l)
+{
+    memset(l, 0, sizeof *l);
+    poet_err err = {0};
+    char *data = NULL;
+    size_t len = 0;
+    if (poet_read_file(path, &data, &len, &err)) return lib_error(&err);
+    bool binary = len >= 4 && (uint8_t)data[0] == (POET_SCHEDULE_BINARY_VERSION & 0xff) &&
+                  (uint8_t)data[3] == (POET_SCHEDULE_BINARY_VERSION >> 24);
+    poet_status st = binary ? poet_schedule_decode((const uint8_t *)data, len, &l->s, &err)
+                            : poet_schedule_parse_json(data, len, &l->s, &l->graph, &err);
+    free(data);
+    if (st) {
+        fprintf(stderr, "poet: %s: %s\n", path, err.msg);
+        return 1;
+    }
+    int rc = 0;
+    if (model || instance) {
+        poet_instance_free(&l->graph);
+        rc = load_instance(cmd, model, device, batch, instance, &l->graph);
+    } else if (device || batch) {
+        rc = usage_error(cmd, "--device and --batch apply to --model only", NULL);
+    } else if (need_graph && l->graph.T == 0) {
+        fprintf(stderr, "poet: %s holds no graph: give --instance FILE or --model NAME --device DEV\n", path);
+        rc = 1;
+    }
+    if (rc) loaded_free(l);
+    return rc;
+}
+
+/* Validates a loaded schedule against its graph and simulates it. */
+static int check_and_simulate(loaded *l, poet_problem *p, poet_sim *sim, poet_mem_trace *trace)
+{
+    poet_err err = {0};
+    if (poet_problem_init(p, &l->graph, l->s.budget_bytes, l->s.runtime_factor, &err)) return lib_error(&err);
+    if (poet_schedule_validate(p, &l->s, &err)) {
+        fprintf(stderr, "poet: invalid schedule: %s\n", err.msg);
+        poet_problem_free(p);
+        return 1;
+    }
+    if (poet_simulate(p, &l->s, sim, trace, &err)) {
+        poet_problem_free(p);
+        return lib_error(&err);
+    }
+    return 0;
+}
+
+#define GRAPH_OPTS(model, device, batch, instance)                                                   \
+    {"--model", true, &model, NULL}, {"--device", true, &device, NULL}, {"--batch", true, &batch, NULL}, \
+        {"--instance", true, &instance, NULL}
+
+static const char SIMULATE_HELP[] =
+    "usage: poet simulate FILE [--instance FILE | --model NAME --device DEV [--batch N]] [--json]\n"
+    "Validates a saved schedule (JSON or binary) and re-derives every figure\n"
+    "that poet plan printed: energy, peak RAM, placed arena, time with and\n"
+    "without paging. The graph comes from the file or from the options.\n";
+
+static int cmd_simulate(int argc, char **argv)
+{
+    const char *model = NULL, *device = NULL, *batch = NULL, *instance = NULL, *file = NULL;
+    bool json = false, help = false;
+    if (argc > 0 && argv[0][0] != '-') file = argv[0], argc--, argv++;
+    opt opts[] = {GRAPH_OPTS(model, device, batch, instance), {"--json", false, NULL, &json}, {NULL, false, NULL, NULL}};
+    int rc = parse_opts("simulate", argc, argv, opts, &help);
+    if (rc || help) return help ? (fputs(SIMULATE_HELP, stdout), 0) : rc;
+    if (!file) return usage_error("simulate", "give the schedule file first", NULL);
+    loaded l;
+    if ((rc = load_schedule("simulate", file, model, device, batch, instance, true, &l))) return rc;
+    poet_problem p;
+    poet_sim sim;
+    if (!(rc = check_and_simulate(&l, &p, &sim, NULL))) {
+        report rep = {&p, l.s.planner, "valid", NULL, &sim, p.full_memory_energy_j, -1, true};
+        rc = print_report(&rep, json);
+        poet_problem_free(&p);
+    }
+    loaded_free(&l);
+    return rc;
+}
+
+static const char SHOW_HELP[] =
+    "usage: poet show FILE [--svg OUT] [--png OUT] [--instance FILE | --model NAME --device DEV]\n"
+    "Draws a saved schedule: memory in use against the budget over the\n"
+    "iteration, and the schedule matrices (computed, in RAM, on storage, paged\n"
+    "in or out at each stage). Writes OUT.svg (default: FILE.svg); --png also\n"
+    "converts it when rsvg-convert or ImageMagick's convert is installed.\n";
+
+static int write_svg(const char *path, const poet_problem *p, const poet_schedule *s, const poet_sim *sim,
+                     const poet_mem_trace *trace)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    if (!mem) return lib_error(&(poet_err){POET_ERR_NOMEM, "out of memory drawing"});
+    show_svg(mem, p, s, sim, trace);
+    fclose(mem);
+    poet_err err = {0};
+    int rc = poet_write_file_atomic(path, buf, len, &err) ? lib_error(&err) : 0;
+    free(buf);
+    return rc;
+}
+
+/* PNG through whichever converter is installed; written atomically too. */
+static int convert_png(const char *svg, const char *png)
+{
+    static const char *const how[] = {
+        "command -v rsvg-convert >/dev/null && rsvg-convert -o '%s' '%s' 2>/dev/null",
+        "command -v convert >/dev/null && convert '%2$s' '%1$s' 2>/dev/null",
+    };
+    char tmp[4096], cmd[8400];
+    if (strchr(svg, '\'') || strchr(png, '\'')) return usage_error("show", "paths with quotes are not supported", NULL);
+    snprintf(tmp, sizeof tmp, "%s.tmp.png", png);
+    for (size_t k = 0; k < sizeof how / sizeof *how; k++) {
+        snprintf(cmd, sizeof cmd, how[k], tmp, svg);
+        if (system(cmd) == 0 && rename(tmp, png) == 0) return 0;
+        remove(tmp);
+    }
+    fprintf(stderr, "poet: cannot write '%s': no SVG converter (apt-get install librsvg2-bin)\n", png);
+    return 1;
+}
+
+static int cmd_show(int argc, char **argv)
+{
+    const char *model = NULL, *device = NULL, *batch = NULL, *instance = NULL, *file = NULL, *svg = NULL,
+               *png = NULL;
+    bool help = false;
+    if (argc > 0 && argv[0][0] != '-') file = argv[0], argc--, argv++;
+    opt opts[] = {GRAPH_OPTS(model, device, batch, instance), {"--svg", true, &svg, NULL},
+                  {"--png", true, &png, NULL}, {NULL, false, NULL, NULL}};
+    int rc = parse_opts("show", argc, argv, opts, &help);
+    if (rc || help) return help ? (fputs(SHOW_HELP, stdout), 0) : rc;
+    if (!file) return usage_error("show", "give the schedule file first", NULL);
+    char default_svg[4096];
+    if (!svg) {
+        snprintf(default_svg, sizeof default_svg, "%s.svg", file);
+        svg = default_svg;
+    }
+    loaded l;
+    if ((rc = load_schedule("show", file, model, device, batch, instance, true, &l))) return rc;
+    poet_problem p;
+    poet_sim sim;
+    poet_mem_trace trace = {0};
+    if (!(rc = check_and_simulate(&l, &p, &sim, &trace))) {
+        rc = write_svg(svg, &p, &l.s, &sim, &trace);
+        if (!rc && png) rc = convert_png(svg, png);
+        if (!rc) printf("wrote %s%s%s\n", svg, png ? " and " : "", png ? png : "");
+        poet_problem_free(&p);
+    }
+    poet_mem_trace_free(&trace);
+    loaded_free(&l);
+    return rc;
+}
+
+static const char ENCODE_HELP[] =
+    "usage: poet encode FILE --out BIN\n"
+    "Writes a saved schedule in poet's compact binary form for devices.\n";
+
+static int cmd_encode(int argc, char **argv)
+{
+    const char *file = NULL, *out = NULL;
+    bool help = false;
+    if (argc > 0 && argv[0][0] != '-') file = argv[0], argc--, argv++;
+    opt opts[] = {{"--out", true, &out, NULL}, {NULL, false, NULL, NULL}};
+    int rc = parse_opts("encode", argc, argv, opts, &help);
+    if (rc || help) return help ? (fputs(ENCODE_HELP, stdout), 0) : rc;
+    if (!file || !out) return usage_error("encode", "give the schedule file and --out BIN", NULL);
+    loaded l;
+    if ((rc = load_schedule("encode", file, NULL, NULL, NULL, NULL, false, &l))) return rc;
+    uint8_t *data = NULL;
+    size_t len = 0;
+    poet_err err = {0};
+    if (poet_schedule_encode(&l.s, &data, &len, &err) || poet_write_file_atomic(out, data, len, &err))
+        rc = lib_error(&err);
+    else
+        printf("wrote %s: %zu bytes\n", out, len);
+    free(data);
+    loaded_free(&l);
+    return rc;
+}
+
+static const char DECODE_HELP[] =
+    "usage: poet decode BIN --out FILE [--instance FILE | --model NAME --device DEV [--batch N]]\n"
+    "Writes a binary schedule as JSON; with a graph, the JSON embeds it so that\n"
+    "simulate and show need nothing else.\n";
+
+static int cmd_decode(int argc, char **argv)
+{
+    const char *model = NULL, *device = NULL, *batch = NULL, *instance = NULL, *file = NULL, *out = NULL;
+    bool help = false;
+    if (argc > 0 && argv[0][0] != '-') file = argv[0], argc--, argv++;
+    opt opts[] = {GRAPH_OPTS(model, device, batch, instance), {"--out", true, &out, NULL}, {NULL, false, NULL, NULL}};
+    int rc = parse_opts("decode", argc, argv, opts, &help);
+    if (rc || help) return help ? (fputs(DECODE_HELP, stdout), 0) : rc;
+    if (!file || !out) return usage_error("decode", "give the binary file and --out FILE", NULL);
+    loaded l;
+    if ((rc = load_schedule("decode", file, model, device, batch, instance, false, &l))) return rc;
+    poet_err err = {0};
+    if (l.graph.T && l.s.graph_hash && poet_instance_hash(&l.graph) != l.s.graph_hash) {
+        fprintf(stderr, "poet: %s was planned for a different graph than the one given\n", file);
+        rc = 1;
+    } else {
+        char *text = poet_schedule_to_json(&l.s, l.graph.T ? &l.graph : NULL);
+        if (!text) rc = lib_error(&(poet_err){POET_ERR_NOMEM, "out of memory"});
+        else if (poet_write_file_atomic(out, text, strlen(text), &err)) rc = lib_error(&err);
+        free(text);
+    }
+    loaded_free(&l);
+    return rc;
+}
+
 /* ---- dispatch ---- */
 typedef struct command {
     const char *name;
@@ -263,6 +689,12 @@ static const command COMMANDS[] = {
     {"models", cmd_models, "list the built-in models"},
     {"devices", cmd_devices, "list the built-in device profiles"},
     {"graph", cmd_graph, "build or read a training graph and report its memory and energy"},
+    {"planners", cmd_planners, "list the planners"},
+    {"plan", cmd_plan, "plan a training iteration under RAM and runtime budgets"},
+    {"simulate", cmd_simulate, "validate a saved schedule and re-derive its figures"},
+    {"show", cmd_show, "draw a saved schedule (SVG, PNG)"},
+    {"encode", cmd_encode, "write a schedule in the compact binary form for devices"},
+    {"decode", cmd_decode, "write a binary schedule as JSON"},
 };
 
 static void print_help(FILE *f)

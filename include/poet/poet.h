@@ -5,6 +5,9 @@
 #include "poet/status.h"
 #include "poet/graph.h"
 #include "poet/cost.h"
+#include "poet/schedule.h"
+#include "poet/plan.h"
+#include "poet/file.h"
 
 #define POET_VERSION "0.1.0"
 

@@ -53,6 +53,11 @@ poet_status poet_write_file_atomic(const char *path, const void *data, size_t le
         free(tmp);
         return st;
     }
+    /* mkstemp makes the file private: give it the mode a plain create would */
+    struct stat old;
+    mode_t mask = umask(0);
+    umask(mask);
+    fchmod(fd, stat(path, &old) == 0 ? (old.st_mode & 07777) : (0666 & ~mask));
     const char *p = data;
     size_t left = len;
     int ok = 1;

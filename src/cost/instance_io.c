@@ -8,6 +8,7 @@
 #include "../common/fileio.h"
 #include "../common/json.h"
 #include "device_json.h"
+#include "instance_json.h"
 #include "poet/cost.h"
 
 static const double BIG = 1e300;
@@ -165,13 +166,12 @@ static poet_status parse_own(const cJSON *doc, poet_instance *inst, poet_err *er
     return st ? st : read_edges(edges, inst, what, err);
 }
 
-poet_status poet_instance_parse_json(const char *text, size_t len, poet_instance *out, poet_err *err)
+poet_status instance_from_cjson(const cJSON *doc, poet_instance *out, poet_err *err)
 {
-    cJSON *doc = NULL;
-    poet_status st = json_parse(text, len, "graph file", &doc, err);
-    if (st) return st;
+    if (!cJSON_IsObject(doc)) return poet_fail(err, POET_ERR_INVALID, "graph: expected a JSON object");
     poet_instance inst;
     memset(&inst, 0, sizeof inst);
+    poet_status st;
     const cJSON *format = cJSON_GetObjectItemCaseSensitive(doc, "format");
     if (format)
         st = cJSON_IsString(format) && strcmp(format->valuestring, "poet-graph") == 0
@@ -182,7 +182,6 @@ poet_status poet_instance_parse_json(const char *text, size_t len, poet_instance
     else
         st = poet_fail(err, POET_ERR_INVALID,
                        "graph file: neither a poet graph (\"format\": \"poet-graph\") nor a POET reference instance");
-    cJSON_Delete(doc);
     if (!st) st = poet_instance_validate(&inst, err);
     if (st) {
         poet_instance_free(&inst);
@@ -190,6 +189,16 @@ poet_status poet_instance_parse_json(const char *text, size_t len, poet_instance
     }
     *out = inst;
     return POET_OK;
+}
+
+poet_status poet_instance_parse_json(const char *text, size_t len, poet_instance *out, poet_err *err)
+{
+    cJSON *doc = NULL;
+    poet_status st = json_parse(text, len, "graph file", &doc, err);
+    if (st) return st;
+    st = instance_from_cjson(doc, out, err);
+    cJSON_Delete(doc);
+    return st;
 }
 
 poet_status poet_instance_read_file(const char *path, poet_instance *out, poet_err *err)
@@ -241,7 +250,7 @@ static bool add_nodes_edges(cJSON *doc, const poet_instance *inst)
     return true;
 }
 
-char *poet_instance_to_json(const poet_instance *inst)
+cJSON *instance_to_cjson(const poet_instance *inst)
 {
     cJSON *doc = cJSON_CreateObject();
     cJSON *dev = device_to_cjson(&inst->device);
@@ -252,8 +261,17 @@ char *poet_instance_to_json(const poet_instance *inst)
               json_add_exact(doc, "gradient_bytes", inst->gradient_bytes) &&
               cJSON_AddBoolToObject(doc, "runnable", inst->runnable) && cJSON_AddItemToObject(doc, "device", dev);
     if (!ok) cJSON_Delete(dev);
-    ok = ok && add_nodes_edges(doc, inst);
-    char *text = ok ? cJSON_Print(doc) : NULL;
+    if (!ok || !add_nodes_edges(doc, inst)) {
+        cJSON_Delete(doc);
+        return NULL;
+    }
+    return doc;
+}
+
+char *poet_instance_to_json(const poet_instance *inst)
+{
+    cJSON *doc = instance_to_cjson(inst);
+    char *text = doc ? cJSON_Print(doc) : NULL;
     cJSON_Delete(doc);
     return text;
 }

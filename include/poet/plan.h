@@ -1,0 +1,57 @@
+/* poet: planners. Every planner sits behind one interface, and every
+ * schedule a planner returns has passed poet_schedule_validate. */
+#ifndef POET_PLAN_H
+#define POET_PLAN_H
+
+#include <stdbool.h>
+
+#include "poet/schedule.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum poet_plan_status {
+    POET_PLAN_OPTIMAL,    /* proven optimal */
+    POET_PLAN_FEASIBLE,   /* a valid schedule, optimality not proven */
+    POET_PLAN_INFEASIBLE, /* proven: no schedule meets the budgets */
+    POET_PLAN_UNKNOWN     /* no schedule found, infeasibility not proven */
+} poet_plan_status;
+
+const char *poet_plan_status_str(poet_plan_status s);
+
+typedef struct poet_plan_options {
+    double time_limit_s; /* wall clock; <= 0 means the planner's default */
+    int threads;
+    bool quiet;
+} poet_plan_options;
+
+typedef struct poet_plan_result {
+    poet_plan_status status;
+    poet_schedule schedule; /* when optimal or feasible; T == 0 otherwise */
+    double lower_bound_j;   /* a true lower bound on the optimal energy, or NAN */
+    double solve_seconds;
+    char note[256];         /* why no schedule, or what bounds the answer */
+} poet_plan_result;
+
+typedef struct poet_planner_def {
+    const char *name;
+    const char *summary;
+    poet_status (*plan)(const poet_problem *p, const poet_plan_options *o, poet_plan_result *r, poet_err *err);
+} poet_planner_def;
+
+int poet_planner_count(void);
+const poet_planner_def *poet_planner_info(int i);
+const poet_planner_def *poet_planner_find(const char *name);
+const char *poet_planner_default(void);
+
+/* Runs a planner and validates what it returns: a schedule that fails the
+ * validator is an internal error, never a result. */
+poet_status poet_plan(const char *planner, const poet_problem *p, const poet_plan_options *o, poet_plan_result *r,
+                      poet_err *err);
+void poet_plan_result_free(poet_plan_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

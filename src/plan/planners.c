@@ -1,0 +1,106 @@
+#define _POSIX_C_SOURCE 200809L
+/* The planner registry and the one entry point that validates every
+ * schedule before it is reported. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "greedy.h"
+
+#define GREEDY_PLANNER(fn, mode)                                                                          \
+    static poet_status fn(const poet_problem *p, const poet_plan_options *o, poet_plan_result *r, poet_err *err) \
+    {                                                                                                     \
+        (void)o;                                                                                          \
+        return greedy_plan(p, mode, r, err);                                                              \
+    }
+
+GREEDY_PLANNER(plan_keep_all, GREEDY_KEEP)
+GREEDY_PLANNER(plan_chen, GREEDY_CHEN)
+GREEDY_PLANNER(plan_remat, GREEDY_REMAT)
+GREEDY_PLANNER(plan_paging, GREEDY_PAGING)
+GREEDY_PLANNER(plan_hybrid, GREEDY_HYBRID)
+
+static const poet_planner_def PLANNERS[] = {
+    {"keep-all", "no rematerialization, no paging: ordinary training", plan_keep_all},
+    {"chen-sqrt", "checkpoint every sqrt(n) forward tensors, recompute the rest once (Chen et al. 2016)",
+     plan_chen},
+    {"remat-dtr", "remat only: evict by DTR's rule cost/(bytes x staleness), recompute on demand", plan_remat},
+    {"paging", "paging only: page out what is read furthest ahead, page in just before its reader", plan_paging},
+    {"hybrid", "Capuchin-style: page where the transfer hides behind compute, recompute otherwise", plan_hybrid},
+};
+
+enum { N_PLANNERS = (int)(sizeof PLANNERS / sizeof *PLANNERS) };
+
+int poet_planner_count(void) { return N_PLANNERS; }
+const poet_planner_def *poet_planner_info(int i) { return i >= 0 && i < N_PLANNERS ? &PLANNERS[i] : NULL; }
+const char *poet_planner_default(void) { return "hybrid"; }
+
+const poet_planner_def *poet_planner_find(const char *name)
+{
+    for (int i = 0; i < N_PLANNERS; i++)
+        if (name && strcmp(PLANNERS[i].name, name) == 0) return &PLANNERS[i];
+    return NULL;
+}
+
+const char *poet_plan_status_str(poet_plan_status s)
+{
+    switch (s) {
+    case POET_PLAN_OPTIMAL: return "optimal";
+    case POET_PLAN_FEASIBLE: return "feasible";
+    case POET_PLAN_INFEASIBLE: return "infeasible";
+    case POET_PLAN_UNKNOWN: return "unknown";
+    }
+    return "unknown";
+}
+
+void poet_plan_result_free(poet_plan_result *r)
+{
+    if (!r) return;
+    poet_schedule_free(&r->schedule);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+poet_status poet_plan(const char *planner, const poet_problem *p, const poet_plan_options *o, poet_plan_result *r,
+                      poet_err *err)
+{
+    memset(r, 0, sizeof *r);
+    r->lower_bound_j = NAN;
+    const poet_planner_def *def = poet_planner_find(planner);
+    if (!def) return poet_fail(err, POET_ERR_NOT_FOUND, "unknown planner '%s' (see poet planners)", planner);
+    double start = now_s();
+    if (p->budget_bytes < p->min_budget_bytes) {
+        r->status = POET_PLAN_INFEASIBLE;
+        snprintf(r->note, sizeof r->note,
+                 "no schedule fits in %llu bytes: some stage holds a node and its inputs, %llu bytes at least",
+                 (unsigned long long)p->budget_bytes, (unsigned long long)p->min_budget_bytes);
+        return POET_OK;
+    }
+    poet_status st = def->plan(p, o, r, err);
+    r->solve_seconds = now_s() - start;
+    if (st) return st;
+    if (r->status == POET_PLAN_OPTIMAL || r->status == POET_PLAN_FEASIBLE) {
+        poet_schedule *s = &r->schedule;
+        snprintf(s->planner, sizeof s->planner, "%s", def->name);
+        s->budget_bytes = p->budget_bytes;
+        s->runtime_factor = p->runtime_factor;
+        s->graph_hash = poet_instance_hash(p->inst);
+        poet_err why = {0};
+        if (poet_schedule_validate(p, s, &why)) {
+            poet_plan_result_free(r);
+            return poet_fail(err, POET_ERR_INVALID, "planner '%s' produced an invalid schedule (a bug): %s",
+                             def->name, why.msg);
+        }
+        /* every node is computed at least once: full-memory energy bounds the optimum */
+        if (isnan(r->lower_bound_j)) r->lower_bound_j = p->full_memory_energy_j;
+    } else if (!r->note[0]) {
+        snprintf(r->note, sizeof r->note, "planner '%s' found no schedule within the budgets", def->name);
+    }
+    return POET_OK;
+}

@@ -1,0 +1,145 @@
+/* POET's stage accounting, energy and time of a schedule. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+bool later_reader(const poet_problem *p, const uint64_t *R, int i, int k)
+{
+    for (int c = p->out_start[i + 1] - 1; c >= p->out_start[i] && p->out[c] > k; c--)
+        if (bit_get(R, p->out[c])) return true;
+    return false;
+}
+
+poet_status mem_trace_push(poet_mem_trace *tr, int stage, int node, uint64_t bytes)
+{
+    if (tr->n == tr->cap) {
+        int cap = tr->cap ? 2 * tr->cap : 256;
+        poet_mem_point *q = realloc(tr->p, (size_t)cap * sizeof *q);
+        if (!q) return POET_ERR_NOMEM;
+        tr->p = q;
+        tr->cap = cap;
+    }
+    tr->p[tr->n++] = (poet_mem_point){stage, node, bytes};
+    return POET_OK;
+}
+
+void poet_mem_trace_free(poet_mem_trace *tr)
+{
+    if (!tr) return;
+    free(tr->p);
+    memset(tr, 0, sizeof *tr);
+}
+
+uint64_t stage_memory(const poet_problem *p, int t, const uint64_t *S, const uint64_t *R, const uint64_t *K,
+                      int *peak_node, poet_mem_trace *trace)
+{
+    const poet_cnode *n = p->inst->nodes;
+    int words = (p->T + 63) / 64;
+    uint64_t cur = 0, peak = 0;
+    FOR_EACH_BIT(S, words, i) cur += n[i].bytes;
+    peak = cur;
+    if (peak_node) *peak_node = t;
+    FOR_EACH_BIT(R, words, k)
+    {
+        if (k > t) continue; /* never in a valid schedule */
+        cur += n[k].bytes;
+        if (cur > peak) {
+            peak = cur;
+            if (peak_node) *peak_node = k;
+        }
+        if (trace) mem_trace_push(trace, t, k, cur);
+        for (int c = p->in_start[k]; c < p->in_start[k + 1]; c++) {
+            int i = p->in[c];
+            bool present = bit_get(S, i) || bit_get(R, i);
+            if (present && !(K && bit_get(K, i)) && !later_reader(p, R, i, k)) cur -= n[i].bytes;
+        }
+    }
+    return peak;
+}
+
+/* Energy, POET's time and the stage-accounting peak. */
+static void account(const poet_problem *p, const poet_schedule *s, poet_sim *out, poet_mem_trace *trace)
+{
+    const poet_cnode *n = p->inst->nodes;
+    for (int t = 0; t < s->T; t++) {
+        const uint64_t *R = sched_row(s, POET_R, t), *S = sched_row(s, POET_SRAM, t);
+        const uint64_t *K = t + 1 < s->T ? sched_row(s, POET_SRAM, t + 1) : NULL;
+        FOR_EACH_BIT(R, s->words, i)
+        {
+            out->compute_j += n[i].compute_j;
+            out->compute_time_s += n[i].time_s;
+            out->recomputations += i != t;
+        }
+        FOR_EACH_BIT(sched_row(s, POET_MIN, t), s->words, i)
+        {
+            out->pagein_j += n[i].pagein_j;
+            out->page_ins++;
+            out->paged_in_bytes += n[i].bytes;
+        }
+        FOR_EACH_BIT(sched_row(s, POET_MOUT, t), s->words, i)
+        {
+            out->pageout_j += n[i].pageout_j;
+            out->page_outs++;
+            out->paged_out_bytes += n[i].bytes;
+        }
+        int node = t;
+        uint64_t peak = stage_memory(p, t, S, R, K, &node, trace);
+        if (peak > out->peak_ram_bytes || t == 0) {
+            out->peak_ram_bytes = peak;
+            out->peak_stage = t;
+            out->peak_node = node;
+        }
+    }
+    out->energy_j = out->compute_j + out->pagein_j + out->pageout_j;
+}
+
+/* Time on one CPU and one DMA channel, executing the instruction stream:
+ * transfers queue on the channel; FREE waits for its buffer's page-out;
+ * WAIT ends a stage when every transfer is done. */
+static double honest_time(const poet_problem *p, const poet_program *prog)
+{
+    const poet_cnode *n = p->inst->nodes;
+    double cpu = 0, dma = 0;
+    double *done = calloc((size_t)(prog->n_buffers + 1), sizeof *done);
+    if (!done) return -1;
+    for (int k = 0; k < prog->n; k++) {
+        const poet_instr *in = &prog->code[k];
+        switch (in->op) {
+        case POET_I_COMPUTE: cpu += n[in->node].time_s; break;
+        case POET_I_PAGEOUT:
+            dma = (dma > cpu ? dma : cpu) + n[in->node].pageout_s;
+            done[in->buffer] = dma;
+            break;
+        case POET_I_PAGEIN:
+            dma = (dma > cpu ? dma : cpu) + n[in->node].pagein_s;
+            break;
+        case POET_I_FREE:
+            if (done[in->buffer] > cpu) cpu = done[in->buffer];
+            break;
+        case POET_I_WAIT:
+            if (dma > cpu) cpu = dma;
+            break;
+        }
+    }
+    free(done);
+    return cpu;
+}
+
+poet_status poet_simulate(const poet_problem *p, const poet_schedule *s, poet_sim *out, poet_mem_trace *trace,
+                          poet_err *err)
+{
+    if (s->T != p->T) return poet_fail(err, POET_ERR_INVALID, "schedule covers %d nodes, graph has %d", s->T, p->T);
+    memset(out, 0, sizeof *out);
+    account(p, s, out, trace);
+    poet_program prog;
+    poet_status st = poet_program_build(p, s, &prog, err);
+    if (st) return st;
+    if (!(st = poet_program_place(&prog, err))) {
+        out->placed_peak_bytes = prog.arena_bytes;
+        out->time_with_paging_s = honest_time(p, &prog);
+        if (out->time_with_paging_s < 0) st = poet_fail(err, POET_ERR_NOMEM, "out of memory simulating");
+    }
+    poet_program_free(&prog);
+    return st;
+}
