@@ -95,6 +95,55 @@ refuse "unwritable dot" "cannot write" "$poet" graph --model linear --device m4 
 echo '{"format":"poet-device","version":1,"name":"x","flops_per_s":-5,"flops_per_j":1,"pagein_latency_s":0,
  "pagein_bytes_per_s":1,"pageout_latency_s":0,"pageout_bytes_per_s":1,"memory_power_w":1}' >"$tmp/dev.json"
 refuse "bad device file" "flops_per_s" "$poet" graph --model linear --device "$tmp/dev.json"
+
+# ---- plan, simulate, encode, decode, show ----
+ok "planners" "$poet" planners --json
+has "planners list hybrid" '"hybrid"' "$tmp/out"
+for planner in keep-all chen-sqrt remat-dtr paging hybrid portfolio; do
+    ok "plan $planner" "$poet" plan --instance "$data/reference/vgg16_cifar__m4.json" --budget 70% \
+        --planner "$planner" --json --out "$tmp/$planner.json"
+    for field in planner status energy_j lower_bound_j gap peak_ram_bytes placed_peak_bytes compute_time_s \
+        time_with_paging_s recomputations page_ins page_outs solve_seconds validated; do
+        has "plan json has $field" "\"$field\"" "$tmp/out"
+    done
+    if grep -q '"status":[[:space:]]*"feasible"' "$tmp/out"; then
+        grep -v -e solve_seconds -e '"status"' "$tmp/out" >"$tmp/planned"
+        ok "simulate $planner" "$poet" simulate "$tmp/$planner.json" --json
+        grep -v -e solve_seconds -e '"status"' "$tmp/out" >"$tmp/simulated"
+        if cmp -s "$tmp/planned" "$tmp/simulated"; then passed=$((passed + 1)); else
+            failed=$((failed + 1))
+            echo "FAIL: simulate of $planner differs from plan: $(diff "$tmp/planned" "$tmp/simulated" | head -5)"
+        fi
+    else
+        [ ! -e "$tmp/$planner.json" ] && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAIL: file written without a schedule"; }
+    fi
+done
+ok "plan infeasible is a result" "$poet" plan --model linear --device m4 --budget 100 --json
+has "infeasible status" '"status":[[:space:]]*"infeasible"' "$tmp/out"
+has "infeasible says the smallest budget" 'bytes at least' "$tmp/out"
+ok "encode" "$poet" encode "$tmp/paging.json" --out "$tmp/s.bin"
+ok "decode" "$poet" decode "$tmp/s.bin" --out "$tmp/s2.json" --instance "$data/reference/vgg16_cifar__m4.json"
+ok "simulate decoded" "$poet" simulate "$tmp/s2.json"
+ok "simulate binary with graph" "$poet" simulate "$tmp/s.bin" --instance "$data/reference/vgg16_cifar__m4.json"
+ok "show" "$poet" show "$tmp/paging.json" --svg "$tmp/s.svg"
+has "svg drawn" '<svg' "$tmp/s.svg"
+refuse "plan without budget" "--budget is required" "$poet" plan --model linear --device m4
+refuse "bad budget" "--budget must be" "$poet" plan --model linear --device m4 --budget lots
+refuse "negative budget" "--budget must be" "$poet" plan --model linear --device m4 --budget -5
+refuse "huge budget" "--budget must be" "$poet" plan --model linear --device m4 --budget 1e300
+refuse "bad factor" "--runtime-factor" "$poet" plan --model linear --device m4 --budget 50% --runtime-factor 0.5
+refuse "unknown planner" "unknown planner" "$poet" plan --model linear --device m4 --budget 50% --planner magic
+refuse "bad time limit" "--time-limit" "$poet" plan --model linear --device m4 --budget 50% --time-limit -1
+refuse "unwritable plan output" "cannot write" "$poet" plan --model linear --device m4 --budget 100% --out /nonexistent/x.json
+refuse "binary without graph" "holds no graph" "$poet" simulate "$tmp/s.bin"
+refuse "binary for another graph" "different graph" "$poet" simulate "$tmp/s.bin" --model linear --device m4
+head -c 20 "$tmp/s.bin" >"$tmp/trunc.bin"
+refuse "truncated binary" "checksum" "$poet" simulate "$tmp/trunc.bin" --instance "$data/reference/vgg16_cifar__m4.json"
+sed 's/"budget_bytes":[[:space:]]*[0-9]*/"budget_bytes": 10/' "$tmp/keep-all.json" >"$tmp/tight.json" 2>/dev/null
+[ -s "$tmp/keep-all.json" ] || cp "$tmp/paging.json" "$tmp/tight.json"
+sed -i 's/"budget_bytes":[[:space:]]*[0-9]*/"budget_bytes": 10/' "$tmp/tight.json"
+refuse "schedule over its budget" "memory-budget" "$poet" simulate "$tmp/tight.json"
+refuse "simulate missing file" "cannot open" "$poet" simulate "$tmp/none.json"
 ls "$tmp" | grep -q 'tmp' && { failed=$((failed + 1)); echo "FAIL: a temporary file was left behind"; }
 
 echo "$passed passed, $failed failed"

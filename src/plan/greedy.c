@@ -54,7 +54,8 @@ static bool require(engine *e, const uint64_t *S, int i, int t)
 static bool keep_wanted(const engine *e, int i, int t)
 {
     if (e->p->last_use[i] <= t) return false;
-    if (e->mode == GREEDY_CHEN && !e->p->inst->nodes[i].is_backward && !e->checkpoint[i] && !e->recomputed[i])
+    bool recomputed = e->recomputed[i] || (i != t && bit_get(e->C, i));
+    if (e->mode == GREEDY_CHEN && !e->p->inst->nodes[i].is_backward && !e->checkpoint[i] && !recomputed)
         return e->last_fwd_use[i] > t;
     return true;
 }

@@ -21,6 +21,42 @@ GREEDY_PLANNER(plan_remat, GREEDY_REMAT)
 GREEDY_PLANNER(plan_paging, GREEDY_PAGING)
 GREEDY_PLANNER(plan_hybrid, GREEDY_HYBRID)
 
+/* Every baseline; the valid schedule with the least energy wins. */
+static poet_status plan_portfolio(const poet_problem *p, const poet_plan_options *o, poet_plan_result *r,
+                                  poet_err *err)
+{
+    (void)o;
+    static const greedy_mode modes[] = {GREEDY_KEEP, GREEDY_REMAT, GREEDY_PAGING, GREEDY_HYBRID, GREEDY_CHEN};
+    double best = INFINITY;
+    r->status = POET_PLAN_UNKNOWN;
+    for (size_t k = 0; k < sizeof modes / sizeof *modes; k++) {
+        poet_plan_result one;
+        memset(&one, 0, sizeof one);
+        one.lower_bound_j = NAN;
+        poet_status st = greedy_plan(p, modes[k], &one, err);
+        if (st) {
+            poet_plan_result_free(r);
+            return st;
+        }
+        if (one.status != POET_PLAN_FEASIBLE) continue;
+        poet_sim sim;
+        if ((st = poet_simulate(p, &one.schedule, &sim, NULL, err))) {
+            poet_plan_result_free(&one);
+            poet_plan_result_free(r);
+            return st;
+        }
+        if (sim.energy_j < best) {
+            best = sim.energy_j;
+            poet_plan_result_free(r);
+            *r = one;
+        } else {
+            poet_plan_result_free(&one);
+        }
+    }
+    if (r->status != POET_PLAN_FEASIBLE) snprintf(r->note, sizeof r->note, "no baseline met the budgets");
+    return POET_OK;
+}
+
 static const poet_planner_def PLANNERS[] = {
     {"keep-all", "no rematerialization, no paging: ordinary training", plan_keep_all},
     {"chen-sqrt", "checkpoint every sqrt(n) forward tensors, recompute the rest once (Chen et al. 2016)",
@@ -28,13 +64,14 @@ static const poet_planner_def PLANNERS[] = {
     {"remat-dtr", "remat only: evict by DTR's rule cost/(bytes x staleness), recompute on demand", plan_remat},
     {"paging", "paging only: page out what is read furthest ahead, page in just before its reader", plan_paging},
     {"hybrid", "Capuchin-style: page where the transfer hides behind compute, recompute otherwise", plan_hybrid},
+    {"portfolio", "every baseline above; keeps the valid schedule with the least energy", plan_portfolio},
 };
 
 enum { N_PLANNERS = (int)(sizeof PLANNERS / sizeof *PLANNERS) };
 
 int poet_planner_count(void) { return N_PLANNERS; }
 const poet_planner_def *poet_planner_info(int i) { return i >= 0 && i < N_PLANNERS ? &PLANNERS[i] : NULL; }
-const char *poet_planner_default(void) { return "hybrid"; }
+const char *poet_planner_default(void) { return "portfolio"; }
 
 const poet_planner_def *poet_planner_find(const char *name)
 {

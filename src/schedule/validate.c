@@ -111,16 +111,17 @@ static poet_status check_placement(const poet_problem *p, const poet_schedule *s
 
 poet_status poet_schedule_validate(const poet_problem *p, const poet_schedule *s, poet_err *err)
 {
-    if (s->T != p->T)
-        return poet_fail(err, POET_ERR_INVALID, "graph: the schedule covers %d nodes, the graph has %d", s->T, p->T);
     if (s->graph_hash && s->graph_hash != poet_instance_hash(p->inst))
         return poet_fail(err, POET_ERR_INVALID, "graph: the schedule was planned for a different graph");
+    if (s->T != p->T)
+        return poet_fail(err, POET_ERR_INVALID, "graph: the schedule covers %d nodes, the graph has %d", s->T, p->T);
     int *from = malloc((size_t)s->T * sizeof *from);
     if (!from) return poet_fail(err, POET_ERR_NOMEM, "out of memory validating");
     storage_from(s, from);
     poet_status st = POET_OK;
+    for (int t = 0; t < s->T && !st; t++) st = check_triangle(s, t, err);
     for (int t = 0; t < s->T && !st; t++)
-        if (!(st = check_triangle(s, t, err)) && !(st = check_computes(p, s, t, err))) st = check_paging(s, t, from, err);
+        if (!(st = check_computes(p, s, t, err))) st = check_paging(s, t, from, err);
     free(from);
     if (!st) st = check_budgets(p, s, err);
     if (!st) st = check_placement(p, s, err);
