@@ -77,6 +77,18 @@ static int parse_opts(const char *cmd, int argc, char **argv, opt *opts, bool *h
     return 0;
 }
 
+/* The options of the listing commands: --json and --help. Returns -1 when
+ * the command should go on, else the exit code. */
+static int list_opts(const char *cmd, const char *help_text, int argc, char **argv, bool *json)
+{
+    bool help = false;
+    opt opts[] = {{"--json", false, NULL, json}, {NULL, false, NULL, NULL}};
+    int rc = parse_opts(cmd, argc, argv, opts, &help);
+    if (rc) return rc;
+    if (help) return fputs(help_text, stdout), 0;
+    return -1;
+}
+
 /* ---- poet models ---- */
 static const char MODELS_HELP[] =
     "usage: poet models [--json]\n"
@@ -85,10 +97,9 @@ static const char MODELS_HELP[] =
 
 static int cmd_models(int argc, char **argv)
 {
-    bool json = false, help = false;
-    opt opts[] = {{"--json", false, NULL, &json}, {NULL, false, NULL, NULL}};
-    int rc = parse_opts("models", argc, argv, opts, &help);
-    if (rc || help) return help ? (fputs(MODELS_HELP, stdout), 0) : rc;
+    bool json = false;
+    int rc = list_opts("models", MODELS_HELP, argc, argv, &json);
+    if (rc >= 0) return rc;
     if (!json) {
         printf("%-15s %-6s %-9s %-9s %s\n", "model", "batch", "trainable", "reference", "description");
         for (int i = 0; i < poet_zoo_count(); i++) {
@@ -124,10 +135,9 @@ static const char DEVICES_HELP[] =
 
 static int cmd_devices(int argc, char **argv)
 {
-    bool json = false, help = false;
-    opt opts[] = {{"--json", false, NULL, &json}, {NULL, false, NULL, NULL}};
-    int rc = parse_opts("devices", argc, argv, opts, &help);
-    if (rc || help) return help ? (fputs(DEVICES_HELP, stdout), 0) : rc;
+    bool json = false;
+    int rc = list_opts("devices", DEVICES_HELP, argc, argv, &json);
+    if (rc >= 0) return rc;
     if (!json) {
         printf("%-11s %12s %12s %10s %10s  %s\n", "device", "MFLOP/s", "MFLOP/J", "in MB/s", "out MB/s",
                "description");
@@ -262,10 +272,9 @@ static const char PLANNERS_HELP[] =
 
 static int cmd_planners(int argc, char **argv)
 {
-    bool json = false, help = false;
-    opt opts[] = {{"--json", false, NULL, &json}, {NULL, false, NULL, NULL}};
-    int rc = parse_opts("planners", argc, argv, opts, &help);
-    if (rc || help) return help ? (fputs(PLANNERS_HELP, stdout), 0) : rc;
+    bool json = false;
+    int rc = list_opts("planners", PLANNERS_HELP, argc, argv, &json);
+    if (rc >= 0) return rc;
     cJSON *arr = json ? cJSON_CreateArray() : NULL;
     for (int i = 0; i < poet_planner_count(); i++) {
         const poet_planner_def *d = poet_planner_info(i);

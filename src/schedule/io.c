@@ -100,27 +100,17 @@ static void set_diagonal(poet_schedule *s)
 
 /* ---- JSON ---- */
 
-static cJSON *int_pairs(const pair *p, int n)
+/* Entries of event list `which` (0-2), or the holds (3), as JSON arrays. */
+static cJSON *int_tuples(const sparse *sp, int which, int n, int width)
 {
     cJSON *a = cJSON_CreateArray();
     for (int k = 0; a && k < n; k++) {
-        int v[2] = {p[k].t, p[k].i};
-        cJSON *x = cJSON_CreateIntArray(v, 2);
-        if (!x || !cJSON_AddItemToArray(a, x)) {
-            cJSON_Delete(x);
-            cJSON_Delete(a);
-            return NULL;
-        }
-    }
-    return a;
-}
-
-static cJSON *hold_array(const hold *h, int n)
-{
-    cJSON *a = cJSON_CreateArray();
-    for (int k = 0; a && k < n; k++) {
-        int v[3] = {h[k].i, h[k].first, h[k].last};
-        cJSON *x = cJSON_CreateIntArray(v, 3);
+        int v[3];
+        if (which < 3)
+            v[0] = sp->ev[which][k].t, v[1] = sp->ev[which][k].i;
+        else
+            v[0] = sp->holds[k].i, v[1] = sp->holds[k].first, v[2] = sp->holds[k].last;
+        cJSON *x = cJSON_CreateIntArray(v, width);
         if (!x || !cJSON_AddItemToArray(a, x)) {
             cJSON_Delete(x);
             cJSON_Delete(a);
@@ -147,8 +137,8 @@ char *poet_schedule_to_json(const poet_schedule *s, const poet_instance *graph)
               json_add_exact(doc, "budget_bytes", (double)s->budget_bytes) &&
               json_add_exact(doc, "runtime_factor", s->runtime_factor) &&
               json_add_exact(doc, "graph_hash", s->graph_hash);
-    for (int e = 0; ok && e < 3; e++) ok = add_item(doc, EVENT_KEY[e], int_pairs(sp.ev[e], sp.n[e]));
-    ok = ok && add_item(doc, "hold", hold_array(sp.holds, sp.n_holds));
+    for (int e = 0; ok && e < 3; e++) ok = add_item(doc, EVENT_KEY[e], int_tuples(&sp, e, sp.n[e], 2));
+    ok = ok && add_item(doc, "hold", int_tuples(&sp, 3, sp.n_holds, 3));
     if (ok && graph) ok = add_item(doc, "graph", instance_to_cjson(graph));
     char *text = ok ? cJSON_Print(doc) : NULL;
     cJSON_Delete(doc);
