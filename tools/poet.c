@@ -390,22 +390,33 @@ static const char PLAN_HELP[] =
     "usage: poet plan (--model NAME --device DEV [--batch N] | --instance FILE)\n"
     "                 --budget BYTES|PCT% [--runtime-factor F] [--planner NAME]\n"
     "                 [--time-limit S] [--out FILE] [--json]\n"
+    "                 [--no-paging | --no-remat] [--threads N] [--deterministic]\n"
+    "                 [--quiet] [--write-mps FILE]\n"
     "Plans one training iteration under a RAM budget (bytes, or a percentage of\n"
     "the keep-all peak) and a runtime budget (F times the full-memory compute\n"
     "time, default 1.5), validates the schedule and reports its energy, memory\n"
     "and time. --out saves the schedule with its graph for simulate and show.\n"
-    "An infeasible budget is a result: status infeasible, with the reason.\n";
+    "An infeasible budget is a result: status infeasible, with the reason.\n"
+    "  --planner NAME    see poet planners (default: portfolio)\n"
+    "  --time-limit S    wall-clock limit of the solver (milp: default 300 s)\n"
+    "  --no-paging       remat only; --no-remat: paging only (milp)\n"
+    "  --threads N       solver threads; --deterministic: fixed seeds\n"
+    "  --quiet           no progress line on stderr\n"
+    "  --write-mps FILE  milp: write the model (FILE.mps) for other solvers\n";
 
 static int cmd_plan(int argc, char **argv)
 {
     const char *model = NULL, *device = NULL, *batch = NULL, *instance = NULL, *budget = NULL, *factor = NULL;
-    const char *planner = NULL, *limit = NULL, *out = NULL;
-    bool json = false, help = false;
-    opt opts[] = {{"--model", true, &model, NULL},      {"--device", true, &device, NULL},
-                  {"--batch", true, &batch, NULL},      {"--instance", true, &instance, NULL},
-                  {"--budget", true, &budget, NULL},    {"--runtime-factor", true, &factor, NULL},
-                  {"--planner", true, &planner, NULL},  {"--time-limit", true, &limit, NULL},
-                  {"--out", true, &out, NULL},          {"--json", false, NULL, &json},
+    const char *planner = NULL, *limit = NULL, *out = NULL, *threads = NULL, *mps = NULL;
+    bool json = false, help = false, quiet = false, deterministic = false, no_paging = false, no_remat = false;
+    opt opts[] = {{"--model", true, &model, NULL},         {"--device", true, &device, NULL},
+                  {"--batch", true, &batch, NULL},         {"--instance", true, &instance, NULL},
+                  {"--budget", true, &budget, NULL},       {"--runtime-factor", true, &factor, NULL},
+                  {"--planner", true, &planner, NULL},     {"--time-limit", true, &limit, NULL},
+                  {"--out", true, &out, NULL},             {"--json", false, NULL, &json},
+                  {"--threads", true, &threads, NULL},     {"--write-mps", true, &mps, NULL},
+                  {"--quiet", false, NULL, &quiet},        {"--deterministic", false, NULL, &deterministic},
+                  {"--no-paging", false, NULL, &no_paging}, {"--no-remat", false, NULL, &no_remat},
                   {NULL, false, NULL, NULL}};
     int rc = parse_opts("plan", argc, argv, opts, &help);
     if (rc || help) return help ? (fputs(PLAN_HELP, stdout), 0) : rc;
@@ -415,7 +426,10 @@ static int cmd_plan(int argc, char **argv)
     if (factor && (rho = strtod(factor, &end), *end || end == factor || !(rho >= 1 && rho <= 1e6)))
         return usage_error("plan", "--runtime-factor must be a number from 1 to 1e6, got", factor);
     if (limit && (seconds = strtod(limit, &end), *end || end == limit || !(seconds > 0 && seconds <= 86400)))
-        return usage_error("plan", "--time-limit must be 0 to 86400 seconds, got", limit);
+        return usage_error("plan", "--time-limit must be more than 0 and at most 86400 seconds, got", limit);
+    int n_threads = 1;
+    if (threads && !parse_int(threads, 1, 256, &n_threads))
+        return usage_error("plan", "--threads must be 1 to 256, got", threads);
     const char *name = planner ? planner : poet_planner_default();
     if (!poet_planner_find(name)) return usage_error("plan", "unknown planner (see poet planners):", name);
     poet_instance inst;
@@ -431,7 +445,7 @@ static int cmd_plan(int argc, char **argv)
         rc = usage_error("plan", "--budget must be bytes (up to 2^53) or a percentage like 50%, got", budget);
     } else {
         p.budget_bytes = bytes;
-        poet_plan_options o = {seconds, 0, !json};
+        poet_plan_options o = {seconds, n_threads, quiet, deterministic, no_paging, no_remat, mps};
         poet_plan_result r;
         poet_sim sim;
         bool have = false;

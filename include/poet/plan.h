@@ -21,9 +21,13 @@ typedef enum poet_plan_status {
 const char *poet_plan_status_str(poet_plan_status s);
 
 typedef struct poet_plan_options {
-    double time_limit_s; /* wall clock; <= 0 means the planner's default */
-    int threads;
-    bool quiet;
+    double time_limit_s;   /* wall clock; <= 0 means the planner's default */
+    int threads;           /* <= 0: one */
+    bool quiet;            /* no progress on stderr */
+    bool deterministic;    /* fixed seeds, so that a run can be repeated */
+    bool no_paging;        /* remat only (planners with variants) */
+    bool no_remat;         /* paging only (planners with variants) */
+    const char *write_mps; /* MILP planners: write the model here (".mps" is added) */
 } poet_plan_options;
 
 typedef struct poet_plan_result {
@@ -37,6 +41,7 @@ typedef struct poet_plan_result {
 typedef struct poet_planner_def {
     const char *name;
     const char *summary;
+    bool variants; /* takes no_paging and no_remat */
     poet_status (*plan)(const poet_problem *p, const poet_plan_options *o, poet_plan_result *r, poet_err *err);
 } poet_planner_def;
 

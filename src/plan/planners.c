@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "greedy.h"
+#include "milp.h"
 
 #define GREEDY_PLANNER(fn, mode)                                                                          \
     static poet_status fn(const poet_problem *p, const poet_plan_options *o, poet_plan_result *r, poet_err *err) \
@@ -57,14 +58,24 @@ static poet_status plan_portfolio(const poet_problem *p, const poet_plan_options
     return POET_OK;
 }
 
+static poet_status plan_milp(const poet_problem *p, const poet_plan_options *o, poet_plan_result *r, poet_err *err)
+{
+    milp_options mo = {!o->no_paging, !o->no_remat};
+    return milp_plan(p, &mo, o, r, err);
+}
+
 static const poet_planner_def PLANNERS[] = {
-    {"keep-all", "no rematerialization, no paging: ordinary training", plan_keep_all},
-    {"chen-sqrt", "checkpoint every sqrt(n) forward tensors, recompute the rest once (Chen et al. 2016)",
+    {"milp", "POET's MILP on COIN-OR CBC: optimal, or the best found with a certified gap", true, plan_milp},
+    {"keep-all", "no rematerialization, no paging: ordinary training", false, plan_keep_all},
+    {"chen-sqrt", "checkpoint every sqrt(n) forward tensors, recompute the rest once (Chen et al. 2016)", false,
      plan_chen},
-    {"remat-dtr", "remat only: evict by DTR's rule cost/(bytes x staleness), recompute on demand", plan_remat},
-    {"paging", "paging only: page out what is read furthest ahead, page in just before its reader", plan_paging},
-    {"hybrid", "Capuchin-style: page where the transfer hides behind compute, recompute otherwise", plan_hybrid},
-    {"portfolio", "every baseline above; keeps the valid schedule with the least energy", plan_portfolio},
+    {"remat-dtr", "remat only: evict by DTR's rule cost/(bytes x staleness), recompute on demand", false,
+     plan_remat},
+    {"paging", "paging only: page out what is read furthest ahead, page in just before its reader", false,
+     plan_paging},
+    {"hybrid", "Capuchin-style: page where the transfer hides behind compute, recompute otherwise", false,
+     plan_hybrid},
+    {"portfolio", "every baseline above; keeps the valid schedule with the least energy", false, plan_portfolio},
 };
 
 enum { N_PLANNERS = (int)(sizeof PLANNERS / sizeof *PLANNERS) };
@@ -108,9 +119,14 @@ poet_status poet_plan(const char *planner, const poet_problem *p, const poet_pla
                       poet_err *err)
 {
     memset(r, 0, sizeof *r);
+    r->status = POET_PLAN_UNKNOWN;
     r->lower_bound_j = NAN;
     const poet_planner_def *def = poet_planner_find(planner);
     if (!def) return poet_fail(err, POET_ERR_NOT_FOUND, "unknown planner '%s' (see poet planners)", planner);
+    if ((o->no_paging || o->no_remat) && !def->variants)
+        return poet_fail(err, POET_ERR_INVALID, "planner '%s' takes neither --no-paging nor --no-remat", def->name);
+    if (o->no_paging && o->no_remat)
+        return poet_fail(err, POET_ERR_INVALID, "--no-paging and --no-remat together leave only keep-all");
     double start = now_s();
     if (p->budget_bytes < p->min_budget_bytes) {
         r->status = POET_PLAN_INFEASIBLE;
@@ -121,7 +137,11 @@ poet_status poet_plan(const char *planner, const poet_problem *p, const poet_pla
     }
     poet_status st = def->plan(p, o, r, err);
     r->solve_seconds = now_s() - start;
-    if (st) return st;
+    if (st) {
+        poet_plan_result_free(r);
+        r->status = POET_PLAN_UNKNOWN;
+        return st;
+    }
     if (r->status == POET_PLAN_OPTIMAL || r->status == POET_PLAN_FEASIBLE) {
         poet_schedule *s = &r->schedule;
         snprintf(s->planner, sizeof s->planner, "%s", def->name);
@@ -131,6 +151,7 @@ poet_status poet_plan(const char *planner, const poet_problem *p, const poet_pla
         poet_err why = {0};
         if (poet_schedule_validate(p, s, &why)) {
             poet_plan_result_free(r);
+            r->status = POET_PLAN_UNKNOWN;
             return poet_fail(err, POET_ERR_INVALID, "planner '%s' produced an invalid schedule (a bug): %s",
                              def->name, why.msg);
         }

@@ -111,6 +111,8 @@ poet_status poet_program_build(const poet_problem *p, const poet_schedule *s, po
 
 /* ---- placement ---- */
 
+enum { PLACE_ATTEMPTS = 64 };
+
 static bool overlap_in_time(const poet_buffer *a, const poet_buffer *b)
 {
     return a->alloc_instr <= b->free_instr && b->alloc_instr <= a->free_instr;
@@ -144,25 +146,27 @@ static uint64_t lowest_fit(const poet_program *prog, const bool *done, int k, pl
     return at;
 }
 
-typedef enum { ORDER_SIZE, ORDER_START, ORDER_AREA, N_ORDERS } place_order;
+typedef enum { ORDER_SIZE, ORDER_START, ORDER_AREA, ORDER_JITTER, N_ORDERS } place_order;
 
-static const poet_program *sort_prog;
-static place_order sort_order;
+/* qsort has no context argument: the keys are computed first. */
+static const double *sort_keys;
 
-static double order_key(const poet_buffer *b)
+static double order_key(const poet_buffer *b, place_order o, unsigned *rng)
 {
-    switch (sort_order) {
+    switch (o) {
     case ORDER_SIZE: return (double)b->bytes;
     case ORDER_START: return -(double)b->alloc_instr;
     case ORDER_AREA: return (double)b->bytes * (double)(b->free_instr - b->alloc_instr + 1);
+    case ORDER_JITTER: /* size, perturbed by up to 50 %: a deterministic random restart */
+        *rng = *rng * 1103515245u + 12345u;
+        return (double)b->bytes * (1.0 + 0.5 * (double)((*rng >> 8) & 0xffff) / 65536.0);
     default: return 0;
     }
 }
 
 static int cmp_order(const void *x, const void *y)
 {
-    const poet_buffer *a = &sort_prog->buffers[*(const int *)x], *b = &sort_prog->buffers[*(const int *)y];
-    double ka = order_key(a), kb = order_key(b);
+    double ka = sort_keys[*(const int *)x], kb = sort_keys[*(const int *)y];
     if (ka != kb) return ka > kb ? -1 : 1;
     return *(const int *)x - *(const int *)y;
 }
@@ -193,10 +197,13 @@ poet_status poet_program_place(poet_program *prog, poet_err *err)
         return poet_fail(err, POET_ERR_NOMEM, "out of memory placing %d buffers", nb);
     }
     uint64_t best_arena = UINT64_MAX;
-    for (int o = 0; o < N_ORDERS && best_arena > prog->live_peak_bytes; o++) {
-        for (int k = 0; k < nb; k++) order[k] = k;
-        sort_prog = prog;
-        sort_order = (place_order)o;
+    double *keys = malloc((size_t)(nb + 1) * sizeof *keys);
+    unsigned rng = 1;
+    /* three orders, then random restarts while fragmentation remains */
+    for (int attempt = 0; keys && attempt < PLACE_ATTEMPTS && best_arena > prog->live_peak_bytes; attempt++) {
+        place_order o = attempt < ORDER_JITTER ? (place_order)attempt : ORDER_JITTER;
+        for (int k = 0; k < nb; k++) order[k] = k, keys[k] = order_key(&prog->buffers[k], o, &rng);
+        sort_keys = keys;
         qsort(order, (size_t)nb, sizeof *order, cmp_order);
         uint64_t arena = place_in_order(prog, order, done, scratch);
         if (arena < best_arena) {
@@ -204,9 +211,13 @@ poet_status poet_program_place(poet_program *prog, poet_err *err)
             for (int k = 0; k < nb; k++) best[k] = prog->buffers[k].offset;
         }
     }
+    if (!keys) {
+        free(order), free(done), free(scratch), free(best);
+        return poet_fail(err, POET_ERR_NOMEM, "out of memory placing %d buffers", nb);
+    }
     for (int k = 0; k < nb; k++) prog->buffers[k].offset = best[k];
     prog->arena_bytes = nb ? best_arena : 0;
-    free(order), free(done), free(scratch), free(best);
+    free(order), free(done), free(scratch), free(best), free(keys);
     return POET_OK;
 }
 

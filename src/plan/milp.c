@@ -1,0 +1,660 @@
+/* POET's MILP (tests/data/reference/README.md) on COIN-OR CBC's C API.
+ *
+ * Differences from the original formulation, none of which changes its
+ * integer solutions:
+ * - variables outside the lower triangle do not exist (rather than one
+ *   aggregated equality row per matrix), and R[t,t] is fixed by its bounds;
+ * - SSd and Free_E are continuous: with binary MOut and MIn, SSd is pinned
+ *   where it matters, and freeing more only lowers memory, so Free_E needs
+ *   only its upper bounds (computed, not kept, no later reader);
+ * - the objective is scaled by the full-memory energy, memory rows by the
+ *   budget and the runtime row by the full-memory time, so that CBC's
+ *   tolerances (1e-6 and so on) mean something;
+ * - repeated edges count once.
+ * The best baseline schedule is handed to CBC as a MIP start. */
+#define _POSIX_C_SOURCE 200809L
+#include <coin/Cbc_C_Interface.h>
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+#include "../schedule/internal.h"
+#include "greedy.h"
+#include "milp.h"
+
+/* CBC reads bounds of DBL_MAX as infinite; IEEE infinity upsets it */
+#define LP_INF DBL_MAX
+
+typedef struct lp {
+    int n_cols, cap_cols;
+    double *obj, *lb, *ub;
+    char *is_int;
+    int n_rows, cap_rows;
+    double *rlb, *rub;
+    int nnz, cap_nnz;
+    int *trow, *tcol;
+    double *tval;
+    bool oom;
+} lp;
+
+/* Grows several parallel arrays to hold `need` entries each. */
+static bool grow(int *cap, int need, void **arrays[], const size_t *elem, int n)
+{
+    if (need <= *cap) return true;
+    int cap2 = *cap ? *cap : 4096;
+    while (cap2 < need) cap2 *= 2;
+    for (int k = 0; k < n; k++) {
+        void *q = realloc(*arrays[k], (size_t)cap2 * elem[k]);
+        if (!q) return false;
+        *arrays[k] = q;
+    }
+    *cap = cap2;
+    return true;
+}
+
+static int add_col(lp *m, double obj, double lb, double ub, bool is_int)
+{
+    void **a[] = {(void **)&m->obj, (void **)&m->lb, (void **)&m->ub, (void **)&m->is_int};
+    const size_t e[] = {sizeof(double), sizeof(double), sizeof(double), sizeof(char)};
+    if (!grow(&m->cap_cols, m->n_cols + 1, a, e, 4)) return m->oom = true, -1;
+    int c = m->n_cols++;
+    m->obj[c] = obj, m->lb[c] = lb, m->ub[c] = ub, m->is_int[c] = (char)is_int;
+    return c;
+}
+
+static int add_row(lp *m, double lb, double ub)
+{
+    void **a[] = {(void **)&m->rlb, (void **)&m->rub};
+    const size_t e[] = {sizeof(double), sizeof(double)};
+    if (!grow(&m->cap_rows, m->n_rows + 1, a, e, 2)) return m->oom = true, -1;
+    m->rlb[m->n_rows] = lb, m->rub[m->n_rows] = ub;
+    return m->n_rows++;
+}
+
+static void coef(lp *m, int row, int col, double v)
+{
+    if (row < 0 || col < 0 || v == 0) return;
+    void **a[] = {(void **)&m->trow, (void **)&m->tcol, (void **)&m->tval};
+    const size_t e[] = {sizeof(int), sizeof(int), sizeof(double)};
+    if (!grow(&m->cap_nnz, m->nnz + 1, a, e, 3)) {
+        m->oom = true;
+        return;
+    }
+    m->trow[m->nnz] = row, m->tcol[m->nnz] = col, m->tval[m->nnz] = v;
+    m->nnz++;
+}
+
+static void lp_free(lp *m)
+{
+    free(m->obj), free(m->lb), free(m->ub), free(m->is_int), free(m->rlb), free(m->rub);
+    free(m->trow), free(m->tcol), free(m->tval);
+}
+
+/* ---- the formulation ---- */
+
+typedef struct model {
+    const poet_problem *p;
+    bool paging, remat;
+    bool min_budget; /* objective: the smallest budget (a column) instead of energy */
+    int T;
+    int *R, *S, *D, *I, *O, *U; /* column of each matrix entry [t*T+i], or -1 */
+    int *F;                     /* column of Free for (stage t, input slot c) [t*E+c], or -1 */
+    int M;                      /* the budget column when min_budget */
+    double mem_scale, obj_scale, time_scale;
+    lp lp;
+} model;
+
+#define AT(a, t, i) (m->a[(size_t)(t) * (size_t)m->T + (size_t)(i)])
+
+static int col_of(const int *a, const model *m, int t, int i)
+{
+    return (t < 0 || i < 0 || t >= m->T || i >= m->T) ? -1 : a[(size_t)t * (size_t)m->T + (size_t)i];
+}
+
+static void add_columns(model *m)
+{
+    const poet_cnode *n = m->p->inst->nodes;
+    int T = m->T;
+    double os = m->min_budget ? 0 : m->obj_scale;
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i <= t; i++) {
+            if (i == t) AT(R, t, i) = add_col(&m->lp, os * n[i].compute_j, 1, 1, false);
+            else if (m->remat) AT(R, t, i) = add_col(&m->lp, os * n[i].compute_j, 0, 1, true);
+            if (i < t) AT(S, t, i) = add_col(&m->lp, 0, 0, 1, true);
+            if (m->paging && i < t && t < T - 1) AT(O, t, i) = add_col(&m->lp, os * n[i].pageout_j, 0, 1, true);
+            if (m->paging && i + 2 <= t) AT(D, t, i) = add_col(&m->lp, 0, 0, 1, false);
+            if (m->paging && i + 2 <= t && t < T - 1) AT(I, t, i) = add_col(&m->lp, os * n[i].pagein_j, 0, 1, true);
+            AT(U, t, i) = add_col(&m->lp, 0, 0, m->min_budget ? LP_INF : 1, false);
+        }
+    const int *in_start = m->p->in_start;
+    int E = in_start[T];
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k <= t; k++)
+            if (AT(R, t, k) >= 0)
+                for (int c = in_start[k]; c < in_start[k + 1]; c++) m->F[(size_t)t * E + c] = add_col(&m->lp, 0, 0, 1, false);
+    if (m->min_budget) m->M = add_col(&m->lp, 1, 0, LP_INF, false);
+}
+
+/* Constraints 3-6 of the reference: inputs present, residency carried,
+ * paging needs a source. */
+static void add_dataflow(model *m)
+{
+    const poet_problem *p = m->p;
+    int T = m->T;
+    for (int t = 0; t < T; t++) {
+        for (int k = 0; k <= t; k++) {
+            int rk = AT(R, t, k);
+            if (rk < 0) continue;
+            for (int c = p->in_start[k]; c < p->in_start[k + 1]; c++) {
+                int u = p->in[c], row = add_row(&m->lp, -LP_INF, 0);
+                coef(&m->lp, row, rk, 1);
+                coef(&m->lp, row, col_of(m->R, m, t, u), -1);
+                coef(&m->lp, row, col_of(m->S, m, t, u), -1);
+            }
+        }
+        for (int i = 0; i < t; i++) {
+            if (AT(I, t, i) >= 0) {
+                int row = add_row(&m->lp, -LP_INF, 0);
+                coef(&m->lp, row, AT(I, t, i), 1), coef(&m->lp, row, AT(D, t, i), -1);
+            }
+            if (AT(O, t, i) >= 0) {
+                int row = add_row(&m->lp, -LP_INF, 0);
+                coef(&m->lp, row, AT(O, t, i), 1), coef(&m->lp, row, AT(S, t, i), -1);
+            }
+        }
+        if (t + 1 >= T) continue;
+        for (int i = 0; i <= t; i++) {
+            int row = add_row(&m->lp, -LP_INF, 0);
+            coef(&m->lp, row, AT(S, t + 1, i), 1);
+            coef(&m->lp, row, col_of(m->S, m, t, i), -1);
+            coef(&m->lp, row, col_of(m->R, m, t, i), -1);
+            coef(&m->lp, row, col_of(m->I, m, t, i), -1);
+            if (col_of(m->D, m, t + 1, i) >= 0) {
+                row = add_row(&m->lp, -LP_INF, 0);
+                coef(&m->lp, row, AT(D, t + 1, i), 1);
+                coef(&m->lp, row, col_of(m->D, m, t, i), -1);
+                coef(&m->lp, row, col_of(m->O, m, t, i), -1);
+            }
+        }
+    }
+}
+
+/* Constraints 7-9: what may be freed after each computation, and memory. */
+static void add_memory(model *m)
+{
+    const poet_problem *p = m->p;
+    const poet_cnode *n = p->inst->nodes;
+    int T = m->T, E = p->in_start[T];
+    for (int t = 0; t < T; t++) {
+        for (int k = 0; k <= t; k++) {
+            for (int c = p->in_start[k]; c < p->in_start[k + 1]; c++) {
+                int f = m->F[(size_t)t * E + c], i = p->in[c];
+                if (f < 0) continue;
+                int row = add_row(&m->lp, -LP_INF, 0);
+                coef(&m->lp, row, f, 1), coef(&m->lp, row, AT(R, t, k), -1);
+                if (t + 1 < T) {
+                    row = add_row(&m->lp, -LP_INF, 1);
+                    coef(&m->lp, row, f, 1), coef(&m->lp, row, AT(S, t + 1, i), 1);
+                }
+                for (int o = p->out_start[i]; o < p->out_start[i + 1]; o++) {
+                    int j = p->out[o];
+                    if (j <= k || j > t || AT(R, t, j) < 0) continue;
+                    row = add_row(&m->lp, -LP_INF, 1);
+                    coef(&m->lp, row, f, 1), coef(&m->lp, row, AT(R, t, j), 1);
+                }
+            }
+        }
+        /* U[t,0] = m_0 R[t,0] + sum m_i SRam[t,i];
+         * U[t,k] = U[t,k-1] + m_k R[t,k] - sum over inputs i of k-1 of m_i Free */
+        for (int k = 0; k <= t; k++) {
+            int row = add_row(&m->lp, 0, 0);
+            coef(&m->lp, row, AT(U, t, k), 1);
+            coef(&m->lp, row, col_of(m->R, m, t, k), -m->mem_scale * (double)n[k].bytes);
+            if (k == 0) {
+                for (int i = 0; i < t; i++) coef(&m->lp, row, AT(S, t, i), -m->mem_scale * (double)n[i].bytes);
+            } else {
+                coef(&m->lp, row, AT(U, t, k - 1), -1);
+                for (int c = p->in_start[k - 1]; c < p->in_start[k]; c++)
+                    coef(&m->lp, row, m->F[(size_t)t * E + c], m->mem_scale * (double)n[p->in[c]].bytes);
+            }
+            if (m->min_budget) { /* U[t,k] <= M */
+                int cap = add_row(&m->lp, -LP_INF, 0);
+                coef(&m->lp, cap, AT(U, t, k), 1), coef(&m->lp, cap, m->M, -1);
+            }
+        }
+    }
+}
+
+static void add_runtime(model *m)
+{
+    if (!isfinite(m->p->runtime_budget_s)) return;
+    int row = add_row(&m->lp, -LP_INF, m->p->runtime_factor);
+    for (int t = 0; t < m->T; t++)
+        for (int i = 0; i <= t; i++)
+            coef(&m->lp, row, AT(R, t, i), m->time_scale * m->p->inst->nodes[i].time_s);
+}
+
+static void model_free(model *m)
+{
+    free(m->R), free(m->S), free(m->D), free(m->I), free(m->O), free(m->U), free(m->F);
+    lp_free(&m->lp);
+}
+
+static poet_status model_build(model *m, const poet_problem *p, bool paging, bool remat, bool min_budget,
+                               poet_err *err)
+{
+    memset(m, 0, sizeof *m);
+    m->p = p, m->T = p->T, m->paging = paging, m->remat = remat, m->min_budget = min_budget, m->M = -1;
+    size_t TT = (size_t)p->T * (size_t)p->T, E = (size_t)p->in_start[p->T] + 1;
+    int **mats[] = {&m->R, &m->S, &m->D, &m->I, &m->O, &m->U};
+    bool ok = true;
+    for (size_t k = 0; k < sizeof mats / sizeof *mats; k++) {
+        *mats[k] = malloc(TT * sizeof(int));
+        ok = ok && *mats[k];
+        if (*mats[k]) memset(*mats[k], 0xff, TT * sizeof(int));
+    }
+    m->F = malloc((size_t)p->T * E * sizeof(int));
+    if (!ok || !m->F) {
+        model_free(m);
+        return poet_fail(err, POET_ERR_NOMEM, "out of memory building the MILP");
+    }
+    memset(m->F, 0xff, (size_t)p->T * E * sizeof(int));
+    m->mem_scale = 1.0 / (double)(p->budget_bytes ? p->budget_bytes : 1);
+    if (min_budget) m->mem_scale = 1.0 / (double)(p->keep_all_peak_bytes ? p->keep_all_peak_bytes : 1);
+    m->obj_scale = p->full_memory_energy_j > 0 ? 1.0 / p->full_memory_energy_j : 1.0;
+    m->time_scale = p->full_memory_time_s > 0 ? 1.0 / p->full_memory_time_s : 1.0;
+    add_columns(m);
+    add_dataflow(m);
+    add_memory(m);
+    add_runtime(m);
+    if (m->lp.oom) {
+        model_free(m);
+        return poet_fail(err, POET_ERR_NOMEM, "out of memory building the MILP");
+    }
+    return POET_OK;
+}
+
+/* Loads the model into CBC in bulk (column-major). */
+static Cbc_Model *to_cbc(const model *m)
+{
+    const lp *l = &m->lp;
+    CoinBigIndex *start = calloc((size_t)l->n_cols + 1, sizeof *start);
+    int *index = malloc((size_t)(l->nnz + 1) * sizeof *index), *fill = malloc((size_t)(l->n_cols + 1) * sizeof *fill);
+    double *value = malloc((size_t)(l->nnz + 1) * sizeof *value);
+    Cbc_Model *cbc = NULL;
+    if (start && index && fill && value) {
+        for (int k = 0; k < l->nnz; k++) start[l->tcol[k] + 1]++;
+        for (int c = 0; c < l->n_cols; c++) start[c + 1] += start[c];
+        for (int c = 0; c < l->n_cols; c++) fill[c] = (int)start[c];
+        for (int k = 0; k < l->nnz; k++) {
+            int at = fill[l->tcol[k]]++;
+            index[at] = l->trow[k], value[at] = l->tval[k];
+        }
+        cbc = Cbc_newModel();
+        Cbc_loadProblem(cbc, l->n_cols, l->n_rows, start, index, value, l->lb, l->ub, l->obj, l->rlb, l->rub);
+        for (int c = 0; c < l->n_cols; c++)
+            if (l->is_int[c]) Cbc_setInteger(cbc, c);
+        Cbc_setObjSense(cbc, 1);
+    }
+    free(start), free(index), free(fill), free(value);
+    return cbc;
+}
+
+/* The integer columns' values for a schedule, as a MIP start. */
+static void mip_start(Cbc_Model *cbc, const model *m, const poet_schedule *s)
+{
+    int n = 0, *idx = malloc((size_t)m->lp.n_cols * sizeof *idx);
+    double *val = malloc((size_t)m->lp.n_cols * sizeof *val);
+    if (!idx || !val) goto done;
+    int mats[4] = {POET_R, POET_SRAM, POET_MIN, POET_MOUT};
+    const int *cols[4] = {m->R, m->S, m->I, m->O};
+    for (int k = 0; k < 4; k++)
+        for (int t = 0; t < m->T; t++)
+            for (int i = 0; i <= t; i++) {
+                int c = cols[k][(size_t)t * (size_t)m->T + (size_t)i];
+                if (c < 0 || !m->lp.is_int[c]) continue;
+                idx[n] = c;
+                val[n++] = poet_sched_get(s, mats[k], t, i) ? 1.0 : 0.0;
+            }
+    Cbc_setMIPStartI(cbc, n, idx, val);
+done:
+    free(idx), free(val);
+}
+
+static void extract(const model *m, const double *x, poet_schedule *s)
+{
+    int mats[4] = {POET_R, POET_SRAM, POET_MIN, POET_MOUT};
+    const int *cols[4] = {m->R, m->S, m->I, m->O};
+    for (int k = 0; k < 4; k++)
+        for (int t = 0; t < m->T; t++)
+            for (int i = 0; i <= t; i++) {
+                int c = cols[k][(size_t)t * (size_t)m->T + (size_t)i];
+                if (c >= 0) poet_sched_set(s, mats[k], t, i, x[c] > 0.5);
+            }
+}
+
+/* Removes what an optimal solution may carry at no cost but the validator
+ * refuses: recomputing or paging in what is in RAM, paging out twice. */
+static void normalize(poet_schedule *s)
+{
+    int T = s->T;
+    for (int i = 0; i < T; i++) {
+        bool stored = false;
+        for (int t = i; t < T; t++) {
+            bool in_ram = poet_sched_get(s, POET_SRAM, t, i);
+            if (in_ram && i != t) poet_sched_set(s, POET_R, t, i, false);
+            if (in_ram || poet_sched_get(s, POET_R, t, i) || !stored) poet_sched_set(s, POET_MIN, t, i, false);
+            if (stored || !in_ram) poet_sched_set(s, POET_MOUT, t, i, false);
+            stored = stored || poet_sched_get(s, POET_MOUT, t, i);
+        }
+    }
+}
+
+/* ---- progress ----
+ * CBC's message callback reports new incumbents (and, during the tree
+ * search, the bound) but has no user pointer; a ticker thread redraws the
+ * line while CBC works. */
+
+typedef struct progress {
+    bool quiet, tty;
+    double start, scale;
+    _Atomic double incumbent, bound;
+    _Atomic bool done;
+    pthread_mutex_t lock; /* one writer of the line at a time */
+} progress;
+
+static progress *_Atomic g_progress;
+
+static double wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void show_progress(progress *g)
+{
+    if (g->quiet) return;
+    double inc = g->incumbent * g->scale, bound = g->bound * g->scale;
+    char gap[32] = "-", incs[32] = "-", bounds[32] = "-";
+    if (isfinite(inc)) snprintf(incs, sizeof incs, "%.6g J", inc);
+    if (isfinite(bound)) snprintf(bounds, sizeof bounds, "%.6g J", bound);
+    if (isfinite(inc) && isfinite(bound) && bound > 0) snprintf(gap, sizeof gap, "%.3f%%", 100 * (inc - bound) / bound);
+    pthread_mutex_lock(&g->lock);
+    fprintf(stderr, "%smilp %7.1f s  incumbent %s  bound %s  gap %s%s", g->tty ? "\r" : "", wall() - g->start, incs,
+            bounds, gap, g->tty ? "     " : "\n");
+    fflush(stderr);
+    pthread_mutex_unlock(&g->lock);
+}
+
+static void *ticker(void *arg)
+{
+    progress *g = arg;
+    double period = g->tty ? 0.5 : 10.0, next = wall() + period;
+    while (!g->done) {
+        struct timespec nap = {0, 100 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+        if (wall() >= next && !g->done) {
+            show_progress(g);
+            next += period;
+        }
+    }
+    return NULL;
+}
+
+static void on_message(Cbc_Model *cbc, int msgno, int nd, const double *d, int ni, const int *iv, int nc, char **cv)
+{
+    (void)cbc, (void)ni, (void)iv, (void)nc, (void)cv;
+    progress *g = g_progress;
+    if (!g) return;
+    if (msgno == 10 && nd >= 2) { /* Cbc0010I: after N nodes, best solution, best possible */
+        if (d[0] < 1e49) g->incumbent = d[0];
+        g->bound = d[1];
+    } else if ((msgno == 4 || msgno == 12 || msgno == 16) && nd >= 1) { /* a new integer solution */
+        g->incumbent = d[0];
+    }
+}
+
+/* ---- solving ---- */
+
+static void set_params(Cbc_Model *cbc, const poet_plan_options *o, double seconds)
+{
+    char buf[64];
+    Cbc_setLogLevel(cbc, 1);
+    snprintf(buf, sizeof buf, "%.3f", seconds);
+    Cbc_setParameter(cbc, "seconds", buf);
+    Cbc_setParameter(cbc, "timeMode", "elapsed");
+    if (o->threads > 1) { /* CBC's "threads 1" still takes its threaded search path */
+        snprintf(buf, sizeof buf, "%d", o->threads);
+        Cbc_setParameter(cbc, "threads", buf);
+    }
+    Cbc_setParameter(cbc, "ratioGap", "1e-9");
+    Cbc_setParameter(cbc, "allowableGap", "1e-12");
+    Cbc_setParameter(cbc, "integerTolerance", "1e-9");
+    if (o->deterministic) {
+        Cbc_setParameter(cbc, "randomSeed", "1");
+        Cbc_setParameter(cbc, "randomCbcSeed", "1");
+    }
+}
+
+/* CBC's driver prints its log on standard output, which belongs to the
+ * caller (poet plan --json writes its result there): silence it for the
+ * solve; progress comes through the message callback instead. */
+static void quiet_solve(Cbc_Model *cbc)
+{
+    fflush(stdout);
+    int saved = dup(1), null = open("/dev/null", O_WRONLY);
+    if (saved >= 0 && null >= 0) dup2(null, 1);
+    Cbc_solve(cbc);
+    fflush(stdout);
+    if (saved >= 0 && null >= 0) dup2(saved, 1);
+    if (saved >= 0) close(saved);
+    if (null >= 0) close(null);
+}
+
+/* The best baseline schedule that respects the variant, or none. */
+static bool warm_start(const poet_problem *p, bool paging, bool remat, poet_schedule *best)
+{
+    greedy_mode modes[] = {GREEDY_KEEP, GREEDY_REMAT, GREEDY_PAGING, GREEDY_HYBRID, GREEDY_CHEN};
+    double best_j = INFINITY;
+    bool found = false;
+    for (size_t k = 0; k < sizeof modes / sizeof *modes; k++) {
+        bool uses_remat = modes[k] == GREEDY_REMAT || modes[k] == GREEDY_HYBRID || modes[k] == GREEDY_CHEN;
+        bool uses_paging = modes[k] == GREEDY_PAGING || modes[k] == GREEDY_HYBRID;
+        if ((uses_remat && !remat) || (uses_paging && !paging)) continue;
+        poet_plan_result r;
+        memset(&r, 0, sizeof r);
+        poet_sim sim;
+        if (greedy_plan(p, modes[k], &r, NULL) || r.status != POET_PLAN_FEASIBLE) continue;
+        if (!poet_simulate(p, &r.schedule, &sim, NULL, NULL) && sim.energy_j < best_j) {
+            best_j = sim.energy_j;
+            if (found) poet_schedule_free(best);
+            *best = r.schedule;
+            found = true;
+            continue;
+        }
+        poet_schedule_free(&r.schedule);
+    }
+    return found;
+}
+
+static poet_status solve(const poet_problem *p, const milp_options *mo, const poet_plan_options *o,
+                         poet_plan_result *r, poet_err *err)
+{
+    double started = wall();
+    model m;
+    poet_status st = model_build(&m, p, mo->paging, mo->remat, false, err);
+    if (st) return st;
+    Cbc_Model *cbc = to_cbc(&m);
+    if (!cbc) {
+        model_free(&m);
+        return poet_fail(err, POET_ERR_NOMEM, "out of memory loading the MILP into CBC");
+    }
+    if (o->write_mps) Cbc_writeMps(cbc, o->write_mps); /* CBC appends .mps */
+    poet_schedule start;
+    bool have_start = warm_start(p, mo->paging, mo->remat, &start);
+    if (have_start) mip_start(cbc, &m, &start);
+    /* the limit covers the whole planner, warm start and model included */
+    double seconds = (o->time_limit_s > 0 ? o->time_limit_s : 300) - (wall() - started);
+    set_params(cbc, o, seconds > 1 ? seconds : 1);
+    progress g = {.quiet = o->quiet, .tty = isatty(2) == 1, .start = started, .scale = 1.0 / m.obj_scale,
+                  .incumbent = INFINITY, .bound = -INFINITY, .done = false};
+    pthread_mutex_init(&g.lock, NULL);
+    pthread_t tick;
+    bool ticking = !g.quiet && pthread_create(&tick, NULL, ticker, &g) == 0;
+    g_progress = &g;
+    Cbc_registerCallBack(cbc, on_message);
+    quiet_solve(cbc);
+    g_progress = NULL;
+    g.done = true;
+    if (ticking) pthread_join(tick, NULL);
+    const double *x = Cbc_bestSolution(cbc);
+    double bound = Cbc_getBestPossibleObjValue(cbc) / m.obj_scale;
+    if (x) g.incumbent = Cbc_getObjValue(cbc);
+    g.bound = Cbc_getBestPossibleObjValue(cbc);
+    show_progress(&g);
+    if (!g.quiet && g.tty) fputc('\n', stderr);
+    pthread_mutex_destroy(&g.lock);
+    bool optimal = Cbc_isProvenOptimal(cbc), infeasible = Cbc_isProvenInfeasible(cbc);
+    if (!(st = poet_schedule_init(&r->schedule, p->T, err))) {
+        poet_err why = {0};
+        if (x) {
+            extract(&m, x, &r->schedule);
+            normalize(&r->schedule);
+            r->status = optimal ? POET_PLAN_OPTIMAL : POET_PLAN_FEASIBLE;
+        }
+        if (x && poet_schedule_validate(p, &r->schedule, &why) && !strstr(why.msg, "placement-budget") &&
+            have_start) {
+            /* CBC's tolerances let a rounded solution overstep a budget */
+            snprintf(r->note, sizeof r->note, "CBC's solution failed validation after rounding (%.150s); "
+                     "reporting the best baseline", why.msg);
+            x = NULL;
+        }
+        if (!x && have_start) { /* CBC kept nothing better than the start */
+            poet_schedule_free(&r->schedule);
+            r->schedule = start;
+            have_start = false;
+            r->status = POET_PLAN_FEASIBLE;
+        } else if (!x) {
+            poet_schedule_free(&r->schedule);
+            r->status = infeasible ? POET_PLAN_INFEASIBLE : POET_PLAN_UNKNOWN;
+        }
+        /* CBC's bound, when it has one, else every node computed once; never
+         * above the schedule's own energy, which rounding could put it */
+        r->lower_bound_j = isfinite(bound) && bound > p->full_memory_energy_j ? bound : p->full_memory_energy_j;
+        poet_sim sim;
+        if (r->schedule.T && !poet_simulate(p, &r->schedule, &sim, NULL, NULL) && r->lower_bound_j > sim.energy_j)
+            r->lower_bound_j = sim.energy_j;
+        if (infeasible) r->lower_bound_j = NAN;
+    }
+    if (have_start) poet_schedule_free(&start);
+    Cbc_deleteModel(cbc);
+    model_free(&m);
+    return st;
+}
+
+/* The smallest budget any schedule meets under the runtime budget, bracketed
+ * by CBC within a time limit: [*lo, *hi] bytes (*hi = 0 when none found). */
+static void smallest_budget(const poet_problem *p, const milp_options *mo, double seconds, uint64_t *lo,
+                            uint64_t *hi)
+{
+    model m;
+    *lo = p->min_budget_bytes, *hi = 0;
+    if (model_build(&m, p, mo->paging, mo->remat, true, NULL)) return;
+    Cbc_Model *cbc = to_cbc(&m);
+    if (cbc) {
+        poet_plan_options o = {.time_limit_s = seconds, .threads = 1, .quiet = true, .deterministic = true};
+        set_params(cbc, &o, seconds);
+        Cbc_setLogLevel(cbc, 0);
+        quiet_solve(cbc);
+        /* M is in units of the keep-all peak */
+        double b = Cbc_getBestPossibleObjValue(cbc) / m.mem_scale;
+        if (isfinite(b) && b > (double)*lo) *lo = (uint64_t)ceil(b - 1e-3);
+        if (Cbc_bestSolution(cbc)) *hi = (uint64_t)ceil(Cbc_getObjValue(cbc) / m.mem_scale);
+        Cbc_deleteModel(cbc);
+    }
+    model_free(&m);
+}
+
+/* The arena its placement needs, or 0. */
+static uint64_t arena_of(const poet_problem *p, const poet_schedule *s)
+{
+    poet_program prog;
+    uint64_t arena = 0;
+    if (!poet_program_build(p, s, &prog, NULL) && !poet_program_place(&prog, NULL)) arena = prog.arena_bytes;
+    poet_program_free(&prog);
+    return arena;
+}
+
+/* Solved, but placement needs more than the budget: solve against budgets
+ * reduced by the excess (the first solve's bound still holds for the budget
+ * asked for); failing that, the best baseline. Never reports a tighter
+ * problem's infeasibility as the asked one's. */
+static poet_status fit_placement(const poet_problem *p, const milp_options *mo, const poet_plan_options *o,
+                                 double started, poet_plan_result *r, poet_err *err)
+{
+    double bound = r->lower_bound_j;
+    poet_problem tighter = *p;
+    poet_err why = {0};
+    /* each try plans for less: by the placement's excess, or halfway down to
+     * the smallest budget when that would go below it or found nothing */
+    for (int attempt = 0; attempt < 4 && poet_schedule_validate(p, &r->schedule, &why); attempt++) {
+        uint64_t arena = arena_of(p, &r->schedule), floor_bytes = p->min_budget_bytes;
+        double left = (o->time_limit_s > 0 ? o->time_limit_s : 300) - (wall() - started);
+        if (!strstr(why.msg, "placement-budget") || arena <= p->budget_bytes || left < 1) break;
+        uint64_t excess = arena - p->budget_bytes, at = tighter.budget_bytes;
+        tighter.budget_bytes = at > floor_bytes + excess ? at - excess : floor_bytes + (at - floor_bytes) / 2;
+        if (tighter.budget_bytes >= at) break;
+        poet_plan_options again = *o;
+        again.time_limit_s = left;
+        poet_plan_result next;
+        memset(&next, 0, sizeof next);
+        poet_status st = solve(&tighter, mo, &again, &next, err);
+        if (st) return st;
+        if (!next.schedule.T) { /* too tight: try halfway back up */
+            tighter.budget_bytes += (at - tighter.budget_bytes) / 2;
+            continue;
+        }
+        poet_plan_result_free(r);
+        *r = next;
+        r->status = POET_PLAN_FEASIBLE; /* optimal, if at all, for the tighter budget only */
+        snprintf(r->note, sizeof r->note, "re-planned for %llu bytes so that placement fits",
+                 (unsigned long long)tighter.budget_bytes);
+    }
+    if (r->schedule.T && poet_schedule_validate(p, &r->schedule, &why)) {
+        poet_plan_result_free(r);
+        memset(r, 0, sizeof *r);
+        r->status = warm_start(p, mo->paging, mo->remat, &r->schedule) ? POET_PLAN_FEASIBLE : POET_PLAN_UNKNOWN;
+        snprintf(r->note, sizeof r->note, "CBC's schedules did not place within the budget; %s",
+                 r->schedule.T ? "reporting the best baseline" : "no baseline did either");
+    }
+    r->lower_bound_j = bound;
+    return POET_OK;
+}
+
+poet_status milp_plan(const poet_problem *p, const milp_options *mo, const poet_plan_options *o,
+                      poet_plan_result *r, poet_err *err)
+{
+    double started = wall();
+    poet_status st = solve(p, mo, o, r, err);
+    if (st) return st;
+    if (r->schedule.T) return fit_placement(p, mo, o, started, r, err);
+    if (r->status != POET_PLAN_INFEASIBLE) return POET_OK;
+    uint64_t lo, hi;
+    smallest_budget(p, mo, o->time_limit_s > 0 ? o->time_limit_s : 60, &lo, &hi);
+    if (hi)
+        snprintf(r->note, sizeof r->note,
+                 "proven infeasible; the smallest feasible budget lies in [%llu, %llu] bytes",
+                 (unsigned long long)lo, (unsigned long long)hi);
+    else
+        snprintf(r->note, sizeof r->note, "proven infeasible; no schedule exists below %llu bytes",
+                 (unsigned long long)lo);
+    return POET_OK;
+}
