@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs, from Debian's archive, whatever poet needs and this machine lacks.
 set -euo pipefail
-packages=(gcc make cmake pkg-config libcjson-dev zlib1g-dev coinor-libcbc-dev)
+packages=(gcc libc6-dev make cmake pkg-config libcjson-dev zlib1g-dev coinor-libcbc-dev)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -503,6 +503,9 @@ static poet_status solve(const poet_problem *p, const milp_options *mo, const po
     if (have_start) mip_start(cbc, &m, &start);
     /* the limit covers the whole planner, warm start and model included */
     double seconds = (o->time_limit_s > 0 ? o->time_limit_s : 300) - (wall() - started);
+    /* CBC looks at its clock between phases and overruns by a few percent:
+     * keep that inside the limit, and time to read the answer back */
+    seconds = 0.97 * seconds - 1;
     set_params(cbc, o, seconds > 1 ? seconds : 1);
     progress g = {.quiet = o->quiet, .tty = isatty(2) == 1, .start = started, .scale = 1.0 / m.obj_scale,
                   .incumbent = INFINITY, .bound = -INFINITY, .done = false};
