@@ -290,16 +290,6 @@ static poet_status build(const poet_problem *p, greedy_mode mode, uint64_t budge
     return POET_OK;
 }
 
-/* The arena size after placement, or 0 when out of memory. */
-static uint64_t placed_arena(const poet_problem *p, const poet_schedule *s)
-{
-    poet_program prog;
-    uint64_t arena = 0;
-    if (!poet_program_build(p, s, &prog, NULL) && !poet_program_place(&prog, NULL)) arena = prog.arena_bytes;
-    poet_program_free(&prog);
-    return arena;
-}
-
 poet_status greedy_plan(const poet_problem *p, greedy_mode mode, poet_plan_result *r, poet_err *err)
 {
     uint64_t budget = p->budget_bytes;
@@ -316,7 +306,7 @@ poet_status greedy_plan(const poet_problem *p, greedy_mode mode, poet_plan_resul
             return POET_OK;
         }
         snprintf(r->note, sizeof r->note, "%s", why.msg);
-        uint64_t arena = placed_arena(p, &r->schedule);
+        uint64_t arena = placed_arena_bytes(p, &r->schedule);
         poet_schedule_free(&r->schedule);
         /* placement can need more than the stage accounting: tighten, retry */
         if (!adapts || !strstr(why.msg, "placement-budget") || arena <= p->budget_bytes ||

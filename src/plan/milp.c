@@ -586,16 +586,6 @@ static void smallest_budget(const poet_problem *p, const milp_options *mo, doubl
     model_free(&m);
 }
 
-/* The arena its placement needs, or 0. */
-static uint64_t arena_of(const poet_problem *p, const poet_schedule *s)
-{
-    poet_program prog;
-    uint64_t arena = 0;
-    if (!poet_program_build(p, s, &prog, NULL) && !poet_program_place(&prog, NULL)) arena = prog.arena_bytes;
-    poet_program_free(&prog);
-    return arena;
-}
-
 /* Solved, but placement needs more than the budget: solve against budgets
  * reduced by the excess (the first solve's bound still holds for the budget
  * asked for); failing that, the best baseline. Never reports a tighter
@@ -609,7 +599,7 @@ static poet_status fit_placement(const poet_problem *p, const milp_options *mo, 
     /* each try plans for less: by the placement's excess, or halfway down to
      * the smallest budget when that would go below it or found nothing */
     for (int attempt = 0; attempt < 4 && poet_schedule_validate(p, &r->schedule, &why); attempt++) {
-        uint64_t arena = arena_of(p, &r->schedule), floor_bytes = p->min_budget_bytes;
+        uint64_t arena = placed_arena_bytes(p, &r->schedule), floor_bytes = p->min_budget_bytes;
         double left = (o->time_limit_s > 0 ? o->time_limit_s : 300) - (wall() - started);
         if (!strstr(why.msg, "placement-budget") || arena <= p->budget_bytes || left < 1) break;
         uint64_t excess = arena - p->budget_bytes, at = tighter.budget_bytes;

@@ -37,6 +37,9 @@ uint64_t stage_memory(const poet_problem *p, int t, const uint64_t *S, const uin
 /* true if some j > k in R reads i */
 bool later_reader(const poet_problem *p, const uint64_t *R, int i, int k);
 
+/* The arena a schedule's placement needs, or 0 when out of memory. */
+uint64_t placed_arena_bytes(const poet_problem *p, const poet_schedule *s);
+
 poet_status mem_trace_push(poet_mem_trace *tr, int stage, int node, uint64_t bytes);
 
 #endif

@@ -270,3 +270,12 @@ poet_status poet_program_to_schedule(const poet_program *prog, int T, poet_sched
     if (st) poet_schedule_free(out);
     return st;
 }
+
+uint64_t placed_arena_bytes(const poet_problem *p, const poet_schedule *s)
+{
+    poet_program prog;
+    uint64_t arena = 0;
+    if (!poet_program_build(p, s, &prog, NULL) && !poet_program_place(&prog, NULL)) arena = prog.arena_bytes;
+    poet_program_free(&prog);
+    return arena;
+}
