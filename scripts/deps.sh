@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Installs, from Debian's archive, whatever poet needs and this machine lacks.
+# Installs, from Debian's archive, whatever poet needs and this machine lacks;
+# with --test, also what the test suite needs (clang and its fuzzing runtime).
 set -euo pipefail
 packages=(gcc libc6-dev make cmake pkg-config libcjson-dev zlib1g-dev coinor-libcbc-dev)
+[ "${1:-}" = "--test" ] && packages+=(clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,7 +1,15 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs the whole test suite.
+# Installs what is missing, builds, and runs the whole test suite: once as
+# built for use, once under AddressSanitizer and UndefinedBehaviorSanitizer
+# (any report fails the run), then each fuzz target for a bounded time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh
+scripts/deps.sh --test
 scripts/build.sh
 ctest --test-dir "${POET_BUILD_DIR:-build}" --output-on-failure -j "$(nproc)"
+echo "== the suite again under AddressSanitizer and UndefinedBehaviorSanitizer"
+POET_BUILD_DIR=build-asan scripts/build.sh -DCMAKE_BUILD_TYPE=Debug -DPOET_SANITIZE=ON
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan --output-on-failure -j "$(nproc)"
+echo "== fuzzing every parser for ${POET_FUZZ_SECONDS:-60} s"
+scripts/fuzz.sh "${POET_FUZZ_SECONDS:-60}"

@@ -95,6 +95,7 @@ typedef struct poet_mem_point {
 typedef struct poet_mem_trace {
     int n, cap;
     poet_mem_point *p;
+    bool oom; /* a point could not be recorded */
 } poet_mem_trace;
 
 void poet_mem_trace_free(poet_mem_trace *tr);

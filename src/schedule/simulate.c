@@ -16,7 +16,10 @@ poet_status mem_trace_push(poet_mem_trace *tr, int stage, int node, uint64_t byt
     if (tr->n == tr->cap) {
         int cap = tr->cap ? 2 * tr->cap : 256;
         poet_mem_point *q = realloc(tr->p, (size_t)cap * sizeof *q);
-        if (!q) return POET_ERR_NOMEM;
+        if (!q) {
+            tr->oom = true;
+            return POET_ERR_NOMEM;
+        }
         tr->p = q;
         tr->cap = cap;
     }
@@ -132,6 +135,7 @@ poet_status poet_simulate(const poet_problem *p, const poet_schedule *s, poet_si
     if (s->T != p->T) return poet_fail(err, POET_ERR_INVALID, "schedule covers %d nodes, graph has %d", s->T, p->T);
     memset(out, 0, sizeof *out);
     account(p, s, out, trace);
+    if (trace && trace->oom) return poet_fail(err, POET_ERR_NOMEM, "out of memory recording the memory trace");
     poet_program prog;
     poet_status st = poet_program_build(p, s, &prog, err);
     if (st) return st;

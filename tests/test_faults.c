@@ -1,0 +1,146 @@
+/* Allocation failure on a countdown through every host-side init path:
+ * building a zoo graph, costing it, reading files, preparing a problem,
+ * planning with the baselines, building and placing the instruction stream,
+ * writing and reading schedules. Each failure must come back as a status
+ * (never a crash); the sanitizer build checks that nothing leaks. malloc,
+ * calloc and realloc are wrapped at link time (-Wl,--wrap). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "poet/poet.h"
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t m);
+void *__real_realloc(void *p, size_t n);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t n, size_t m);
+void *__wrap_realloc(void *p, size_t n);
+
+static long countdown = -1; /* allocations left before one fails; -1: never */
+static long allocations;
+
+static bool fail_now(void)
+{
+    allocations++;
+    if (countdown < 0) return false;
+    return countdown-- == 0;
+}
+
+void *__wrap_malloc(size_t n) { return fail_now() ? NULL : __real_malloc(n); }
+void *__wrap_calloc(size_t n, size_t m) { return fail_now() ? NULL : __real_calloc(n, m); }
+void *__wrap_realloc(void *p, size_t n) { return fail_now() ? NULL : __real_realloc(p, n); }
+
+/* One pass through every path; returns 0 when all of it succeeded. */
+static int run_all(void)
+{
+    poet_err err = {0};
+    poet_graph g;
+    poet_instance inst, back;
+    poet_problem p;
+    poet_plan_result r;
+    int rc = 1;
+    if (poet_zoo_build("resnet_small", 2, &g, &err)) return 1;
+    if (poet_instance_from_graph(&g, poet_device_builtin(1), &inst, &err)) goto graph;
+    char *text = poet_instance_to_json(&inst);
+    if (!text) goto inst;
+    poet_status st = poet_instance_parse_json(text, strlen(text), &back, &err);
+    free(text);
+    if (st) goto inst;
+    poet_instance_free(&back);
+    if (poet_problem_init(&p, &inst, 0, 1.5, &err)) goto inst;
+    p.budget_bytes = p.keep_all_peak_bytes / 2;
+    poet_plan_options o = {.quiet = true};
+    if (poet_plan("portfolio", &p, &o, &r, &err)) goto problem;
+    if (r.status == POET_PLAN_FEASIBLE) {
+        poet_sim sim;
+        poet_mem_trace trace = {0};
+        uint8_t *bin = NULL;
+        size_t len = 0;
+        poet_schedule dec;
+        char *json = NULL;
+        st = poet_simulate(&p, &r.schedule, &sim, &trace, &err);
+        poet_mem_trace_free(&trace);
+        if (st || poet_schedule_encode(&r.schedule, &bin, &len, &err)) goto result;
+        st = poet_schedule_decode(bin, len, &dec, &err);
+        free(bin);
+        if (st) goto result;
+        poet_schedule_free(&dec);
+        if (!(json = poet_schedule_to_json(&r.schedule, &inst))) goto result;
+        st = poet_schedule_parse_json(json, strlen(json), &dec, &back, &err);
+        free(json);
+        if (st) goto result;
+        poet_schedule_free(&dec);
+        poet_instance_free(&back);
+    }
+    rc = 0;
+result:
+    poet_plan_result_free(&r);
+problem:
+    poet_problem_free(&p);
+inst:
+    poet_instance_free(&inst);
+graph:
+    poet_graph_free(&g);
+    return rc;
+}
+
+/* The MILP planner on a small graph: its model building and warm start. */
+static int run_milp(void)
+{
+    static const uint64_t bytes[] = {8, 100, 4, 4, 8};
+    static const double flops[] = {0, 10, 1, 1, 20};
+    static const int edges[][2] = {{0, 1}, {1, 2}, {2, 3}, {3, 4}, {1, 4}};
+    poet_instance inst;
+    memset(&inst, 0, sizeof inst);
+    inst.T = 5;
+    inst.n_edges = 5;
+    inst.device = *poet_device_builtin(1);
+    inst.nodes = __real_calloc(5, sizeof *inst.nodes);
+    inst.edges = __real_calloc(5, sizeof *inst.edges);
+    for (int i = 0; i < 5; i++) {
+        inst.nodes[i].bytes = bytes[i];
+        inst.nodes[i].time_s = inst.nodes[i].compute_j = flops[i];
+        inst.nodes[i].pagein_j = inst.nodes[i].pageout_j = (double)bytes[i];
+        inst.nodes[i].is_backward = i == 4;
+        inst.edges[i] = (poet_edge){edges[i][0], edges[i][1]};
+    }
+    poet_err err = {0};
+    poet_problem p;
+    poet_plan_result r;
+    int rc = 1;
+    if (!poet_problem_init(&p, &inst, 112, 1.5, &err)) {
+        poet_plan_options o = {.quiet = true, .time_limit_s = 10};
+        if (!poet_plan("milp", &p, &o, &r, &err)) {
+            rc = r.status == POET_PLAN_OPTIMAL || r.status == POET_PLAN_FEASIBLE ? 0 : 2;
+            poet_plan_result_free(&r);
+        }
+        poet_problem_free(&p);
+    }
+    poet_instance_free(&inst);
+    return rc;
+}
+
+static void countdown_through(int (*run)(void), const char *what)
+{
+    countdown = -1;
+    allocations = 0;
+    CHECK_MSG(run() == 0, "%s without faults", what);
+    long total = allocations;
+    printf("%s: %ld allocations on the way; failing each in turn\n", what, total);
+    int reported = 0;
+    for (long k = 0; k < total; k++) {
+        countdown = k;
+        reported += run() != 0;
+    }
+    countdown = -1;
+    CHECK(reported > 0); /* failures were injected and came back as errors */
+    CHECK(run() == 0);
+}
+
+int main(void)
+{
+    countdown_through(run_all, "graph, files, baselines, schedules");
+    countdown_through(run_milp, "milp");
+    return check_report();
+}
