@@ -27,7 +27,7 @@ typedef struct engine {
     double debt_s;      /* compute time of recomputations promised by evictions */
     double *owed_s;
     double compute_s;   /* compute time of the stages built so far */
-    uint64_t *C, *K, *drop, *need;
+    uint64_t *C, *K, *drop; /* this stage: computed, kept for the next, not to keep */
     int words;
 } engine;
 
@@ -238,7 +238,7 @@ static void chen_checkpoints(engine *e)
 static void engine_free(engine *e)
 {
     free(e->touch), free(e->since), free(e->stored_from), free(e->last_fwd_use), free(e->checkpoint);
-    free(e->recomputed), free(e->tau_prefix), free(e->owed_s), free(e->C), free(e->K), free(e->drop), free(e->need);
+    free(e->recomputed), free(e->tau_prefix), free(e->owed_s), free(e->C), free(e->K), free(e->drop);
 }
 
 static bool engine_init(engine *e, const poet_problem *p, greedy_mode mode, poet_schedule *s, uint64_t budget)
@@ -257,9 +257,8 @@ static bool engine_init(engine *e, const poet_problem *p, greedy_mode mode, poet
     e->C = calloc((size_t)e->words, sizeof(uint64_t));
     e->K = calloc((size_t)e->words, sizeof(uint64_t));
     e->drop = calloc((size_t)e->words, sizeof(uint64_t));
-    e->need = calloc((size_t)e->words, sizeof(uint64_t));
     if (!e->touch || !e->since || !e->stored_from || !e->last_fwd_use || !e->checkpoint || !e->recomputed ||
-        !e->tau_prefix || !e->owed_s || !e->C || !e->K || !e->drop || !e->need)
+        !e->tau_prefix || !e->owed_s || !e->C || !e->K || !e->drop)
         return false;
     e->tau_prefix[0] = 0;
     for (int i = 0; i < T; i++) {
