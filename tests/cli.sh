@@ -144,6 +144,25 @@ sed 's/"budget_bytes":[[:space:]]*[0-9]*/"budget_bytes": 10/' "$tmp/keep-all.jso
 sed -i 's/"budget_bytes":[[:space:]]*[0-9]*/"budget_bytes": 10/' "$tmp/tight.json"
 refuse "schedule over its budget" "memory-budget" "$poet" simulate "$tmp/tight.json"
 refuse "simulate missing file" "cannot open" "$poet" simulate "$tmp/none.json"
+
+# ---- the MILP planner ----
+ok "milp" "$poet" plan --instance "$data/reference/linear__m4.json" --budget 60% --runtime-factor 1.5 \
+    --planner milp --quiet --json --deterministic --write-mps "$tmp/model" --out "$tmp/milp.json"
+has "milp proves optimality" '"status":[[:space:]]*"optimal"' "$tmp/out"
+has "milp certifies a gap" '"gap":[[:space:]]*[0-9]' "$tmp/out"
+if [ -s "$tmp/model.mps.gz" ] || [ -s "$tmp/model.mps" ]; then passed=$((passed + 1)); else
+    failed=$((failed + 1))
+    echo "FAIL: --write-mps wrote nothing"
+fi
+ok "milp schedule simulates" "$poet" simulate "$tmp/milp.json"
+ok "milp remat only" "$poet" plan --instance "$data/reference/linear__m4.json" --budget 60% --planner milp \
+    --no-paging --quiet --json
+has "remat-only pages nothing" '"page_ins":[[:space:]]*0,' "$tmp/out"
+refuse "variants on a baseline" "takes neither" "$poet" plan --model linear --device m4 --budget 60% \
+    --planner remat-dtr --no-paging
+refuse "both variants" "leave only keep-all" "$poet" plan --model linear --device m4 --budget 60% \
+    --planner milp --no-paging --no-remat
+refuse "bad threads" "--threads" "$poet" plan --model linear --device m4 --budget 60% --planner milp --threads 0
 ls "$tmp" | grep -q 'tmp' && { failed=$((failed + 1)); echo "FAIL: a temporary file was left behind"; }
 
 echo "$passed passed, $failed failed"
