@@ -13,6 +13,15 @@ poet_status json_parse(const char *text, size_t len, const char *what, cJSON **o
         size_t at = end && end >= text ? (size_t)(end - text) : 0;
         return poet_fail(err, POET_ERR_PARSE, "%s: invalid JSON near byte %zu", what, at);
     }
+    size_t used = end && end >= text ? (size_t)(end - text) : len;
+    while (used < len && (text[used] == ' ' || text[used] == '\n' || text[used] == '\r' || text[used] == '\t' ||
+                          text[used] == '\0'))
+        used++;
+    if (used < len) {
+        cJSON_Delete(doc);
+        return poet_fail(err, POET_ERR_PARSE, "%s: invalid JSON: unexpected data after the document at byte %zu", what,
+                         used);
+    }
     if (!cJSON_IsObject(doc)) {
         cJSON_Delete(doc);
         return poet_fail(err, POET_ERR_PARSE, "%s: expected a JSON object at the top level", what);
