@@ -454,6 +454,7 @@ static int cmd_plan(int argc, char **argv)
         } else {
             have = r.status == POET_PLAN_OPTIMAL || r.status == POET_PLAN_FEASIBLE;
             if (have && poet_simulate(&p, &r.schedule, &sim, NULL, &err)) rc = lib_error(&err);
+            if (!rc && !have && out) fprintf(stderr, "poet: no schedule to save, so %s was not written\n", out);
             if (!rc && have && out) {
                 char *text = poet_schedule_to_json(&r.schedule, &inst);
                 if (!text) rc = lib_error(&(poet_err){POET_ERR_NOMEM, "out of memory"});

@@ -51,7 +51,8 @@ const poet_planner_def *poet_planner_find(const char *name);
 const char *poet_planner_default(void);
 
 /* Runs a planner and validates what it returns: a schedule that fails the
- * validator is an internal error, never a result. */
+ * validator is an internal error, never a result. The milp planner silences
+ * file descriptor 1 while CBC runs (docs/milp.md). */
 poet_status poet_plan(const char *planner, const poet_problem *p, const poet_plan_options *o, poet_plan_result *r,
                       poet_err *err);
 void poet_plan_result_free(poet_plan_result *r);
