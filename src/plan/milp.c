@@ -307,37 +307,61 @@ static Cbc_Model *to_cbc(const model *m)
     return cbc;
 }
 
-/* The integer columns' values for a schedule, as a MIP start. */
-static void mip_start(Cbc_Model *cbc, const model *m, const poet_schedule *s)
+/* Calls fn for each decision column (R, SRam, MIn, MOut) with the matrix
+ * of the schedule it stands for. */
+static void each_decision(const model *m, void (*fn)(int col, int matrix, int t, int i, void *ctx), void *ctx)
 {
-    int n = 0, *idx = malloc((size_t)m->lp.n_cols * sizeof *idx);
-    double *val = malloc((size_t)m->lp.n_cols * sizeof *val);
-    if (!idx || !val) goto done;
-    int mats[4] = {POET_R, POET_SRAM, POET_MIN, POET_MOUT};
+    const int matrices[4] = {POET_R, POET_SRAM, POET_MIN, POET_MOUT};
     const int *cols[4] = {m->R, m->S, m->I, m->O};
     for (int k = 0; k < 4; k++)
         for (int t = 0; t < m->T; t++)
             for (int i = 0; i <= t; i++) {
                 int c = cols[k][(size_t)t * (size_t)m->T + (size_t)i];
-                if (c < 0 || !m->lp.is_int[c]) continue;
-                idx[n] = c;
-                val[n++] = poet_sched_get(s, mats[k], t, i) ? 1.0 : 0.0;
+                if (c >= 0) fn(c, matrices[k], t, i, ctx);
             }
-    Cbc_setMIPStartI(cbc, n, idx, val);
-done:
-    free(idx), free(val);
+}
+
+typedef struct start_ctx {
+    const model *m;
+    const poet_schedule *s;
+    int n, *idx;
+    double *val;
+} start_ctx;
+
+static void add_start_value(int col, int matrix, int t, int i, void *ctx)
+{
+    start_ctx *c = ctx;
+    if (!c->m->lp.is_int[col]) return;
+    c->idx[c->n] = col;
+    c->val[c->n++] = poet_sched_get(c->s, matrix, t, i) ? 1.0 : 0.0;
+}
+
+/* The integer columns' values for a schedule, as a MIP start. */
+static void mip_start(Cbc_Model *cbc, const model *m, const poet_schedule *s)
+{
+    start_ctx c = {m, s, 0, malloc((size_t)m->lp.n_cols * sizeof(int)), malloc((size_t)m->lp.n_cols * sizeof(double))};
+    if (c.idx && c.val) {
+        each_decision(m, add_start_value, &c);
+        Cbc_setMIPStartI(cbc, c.n, c.idx, c.val);
+    }
+    free(c.idx), free(c.val);
+}
+
+typedef struct extract_ctx {
+    const double *x;
+    poet_schedule *s;
+} extract_ctx;
+
+static void set_from_solution(int col, int matrix, int t, int i, void *ctx)
+{
+    extract_ctx *c = ctx;
+    poet_sched_set(c->s, matrix, t, i, c->x[col] > 0.5);
 }
 
 static void extract(const model *m, const double *x, poet_schedule *s)
 {
-    int mats[4] = {POET_R, POET_SRAM, POET_MIN, POET_MOUT};
-    const int *cols[4] = {m->R, m->S, m->I, m->O};
-    for (int k = 0; k < 4; k++)
-        for (int t = 0; t < m->T; t++)
-            for (int i = 0; i <= t; i++) {
-                int c = cols[k][(size_t)t * (size_t)m->T + (size_t)i];
-                if (c >= 0) poet_sched_set(s, mats[k], t, i, x[c] > 0.5);
-            }
+    extract_ctx c = {x, s};
+    each_decision(m, set_from_solution, &c);
 }
 
 /* Removes what an optimal solution may carry at no cost but the validator
