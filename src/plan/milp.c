@@ -396,7 +396,10 @@ typedef struct progress {
 
 static progress *_Atomic g_progress;
 
-static double wall(void)
+/* The planner's whole time limit; 300 s unless the caller set one. */
+static double limit_s(const poet_plan_options *o) { return o->time_limit_s > 0 ? o->time_limit_s : 300; }
+
+double plan_wall_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -412,7 +415,7 @@ static void show_progress(progress *g)
     if (isfinite(bound)) snprintf(bounds, sizeof bounds, "%.6g J", bound);
     if (isfinite(inc) && isfinite(bound) && bound > 0) snprintf(gap, sizeof gap, "%.3f%%", 100 * (inc - bound) / bound);
     pthread_mutex_lock(&g->lock);
-    fprintf(stderr, "%smilp %7.1f s  incumbent %s  bound %s  gap %s%s", g->tty ? "\r" : "", wall() - g->start, incs,
+    fprintf(stderr, "%smilp %7.1f s  incumbent %s  bound %s  gap %s%s", g->tty ? "\r" : "", plan_wall_s() - g->start, incs,
             bounds, gap, g->tty ? "     " : "\n");
     fflush(stderr);
     pthread_mutex_unlock(&g->lock);
@@ -421,11 +424,11 @@ static void show_progress(progress *g)
 static void *ticker(void *arg)
 {
     progress *g = arg;
-    double period = g->tty ? 0.5 : 10.0, next = wall() + period;
+    double period = g->tty ? 0.5 : 10.0, next = plan_wall_s() + period;
     while (!g->done) {
         struct timespec nap = {0, 100 * 1000 * 1000};
         nanosleep(&nap, NULL);
-        if (wall() >= next && !g->done) {
+        if (plan_wall_s() >= next && !g->done) {
             show_progress(g);
             next += period;
         }
@@ -512,7 +515,7 @@ static bool warm_start(const poet_problem *p, bool paging, bool remat, poet_sche
 static poet_status solve(const poet_problem *p, const milp_options *mo, const poet_plan_options *o,
                          poet_plan_result *r, poet_err *err)
 {
-    double started = wall();
+    double started = plan_wall_s();
     model m;
     poet_status st = model_build(&m, p, mo->paging, mo->remat, false, err);
     if (st) return st;
@@ -526,7 +529,7 @@ static poet_status solve(const poet_problem *p, const milp_options *mo, const po
     bool have_start = warm_start(p, mo->paging, mo->remat, &start);
     if (have_start) mip_start(cbc, &m, &start);
     /* the limit covers the whole planner, warm start and model included */
-    double seconds = (o->time_limit_s > 0 ? o->time_limit_s : 300) - (wall() - started);
+    double seconds = limit_s(o) - (plan_wall_s() - started);
     /* CBC looks at its clock between phases and overruns by a few percent:
      * keep that inside the limit, and time to read the answer back */
     seconds = 0.97 * seconds - 1;
@@ -624,7 +627,7 @@ static poet_status fit_placement(const poet_problem *p, const milp_options *mo, 
      * the smallest budget when that would go below it or found nothing */
     for (int attempt = 0; attempt < 4 && poet_schedule_validate(p, &r->schedule, &why); attempt++) {
         uint64_t arena = placed_arena_bytes(p, &r->schedule), floor_bytes = p->min_budget_bytes;
-        double left = (o->time_limit_s > 0 ? o->time_limit_s : 300) - (wall() - started);
+        double left = limit_s(o) - (plan_wall_s() - started);
         if (!strstr(why.msg, "placement-budget") || arena <= p->budget_bytes || left < 1) break;
         uint64_t excess = arena - p->budget_bytes, at = tighter.budget_bytes;
         tighter.budget_bytes = at > floor_bytes + excess ? at - excess : floor_bytes + (at - floor_bytes) / 2;
@@ -659,7 +662,7 @@ static poet_status fit_placement(const poet_problem *p, const milp_options *mo, 
 poet_status milp_plan(const poet_problem *p, const milp_options *mo, const poet_plan_options *o,
                       poet_plan_result *r, poet_err *err)
 {
-    double started = wall();
+    double started = plan_wall_s();
     poet_status st = solve(p, mo, o, r, err);
     if (st) return st;
     if (r->schedule.T) return fit_placement(p, mo, o, started, r, err);

@@ -1,10 +1,8 @@
-#define _POSIX_C_SOURCE 200809L
 /* The planner registry and the one entry point that validates every
  * schedule before it is reported. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "greedy.h"
 #include "milp.h"
@@ -108,13 +106,6 @@ void poet_plan_result_free(poet_plan_result *r)
     poet_schedule_free(&r->schedule);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 poet_status poet_plan(const char *planner, const poet_problem *p, const poet_plan_options *o, poet_plan_result *r,
                       poet_err *err)
 {
@@ -127,7 +118,7 @@ poet_status poet_plan(const char *planner, const poet_problem *p, const poet_pla
         return poet_fail(err, POET_ERR_INVALID, "planner '%s' takes neither --no-paging nor --no-remat", def->name);
     if (o->no_paging && o->no_remat)
         return poet_fail(err, POET_ERR_INVALID, "--no-paging and --no-remat together leave only keep-all");
-    double start = now_s();
+    double start = plan_wall_s();
     if (p->budget_bytes < p->min_budget_bytes) {
         r->status = POET_PLAN_INFEASIBLE;
         snprintf(r->note, sizeof r->note,
@@ -136,7 +127,7 @@ poet_status poet_plan(const char *planner, const poet_problem *p, const poet_pla
         return POET_OK;
     }
     poet_status st = def->plan(p, o, r, err);
-    r->solve_seconds = now_s() - start;
+    r->solve_seconds = plan_wall_s() - start;
     if (st) {
         poet_plan_result_free(r);
         r->status = POET_PLAN_UNKNOWN;
