@@ -8,74 +8,8 @@
 #include <string.h>
 
 #include "poet/poet.h"
+#include "cli.h"
 #include "show.h"
-
-enum { EXIT_USAGE = 2 };
-
-static int usage_error(const char *cmd, const char *msg, const char *arg)
-{
-    fprintf(stderr, "poet %s: %s%s%s (see poet %s --help)\n", cmd, msg, arg ? " " : "", arg ? arg : "", cmd);
-    return EXIT_USAGE;
-}
-
-static int lib_error(const poet_err *err)
-{
-    fprintf(stderr, "poet: %s\n", err->msg[0] ? err->msg : poet_status_str(err->status));
-    return 1;
-}
-
-/* Prints a JSON document (and frees it); fails only when out of memory. */
-static int print_json(cJSON *doc)
-{
-    char *text = doc ? cJSON_Print(doc) : NULL;
-    cJSON_Delete(doc);
-    if (!text) {
-        fprintf(stderr, "poet: out of memory\n");
-        return 1;
-    }
-    puts(text);
-    free(text);
-    return 0;
-}
-
-static bool parse_int(const char *s, long lo, long hi, int *out)
-{
-    char *end = NULL;
-    errno = 0;
-    long v = s ? strtol(s, &end, 10) : 0;
-    if (!s || !*s || *end || errno || v < lo || v > hi) return false;
-    *out = (int)v;
-    return true;
-}
-
-/* ---- option parsing: --name value and --flag ---- */
-typedef struct opt {
-    const char *name;
-    bool takes_value;
-    const char **value; /* for options with a value */
-    bool *flag;         /* for flags */
-} opt;
-
-static int parse_opts(const char *cmd, int argc, char **argv, opt *opts, bool *help)
-{
-    for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            *help = true;
-            return 0;
-        }
-        opt *o = NULL;
-        for (opt *p = opts; p->name && !o; p++)
-            if (strcmp(argv[i], p->name) == 0) o = p;
-        if (!o) return usage_error(cmd, argv[i][0] == '-' ? "unknown option" : "unexpected argument", argv[i]);
-        if (!o->takes_value) {
-            *o->flag = true;
-            continue;
-        }
-        if (i + 1 >= argc) return usage_error(cmd, "missing value after", argv[i]);
-        *o->value = argv[++i];
-    }
-    return 0;
-}
 
 /* The options of the listing commands: --json and --help. Returns -1 when
  * the command should go on, else the exit code. */
@@ -293,23 +227,6 @@ static int cmd_planners(int argc, char **argv)
 }
 
 /* ---- reports shared by plan and simulate ---- */
-
-/* BYTES, or PCT% of the keep-all peak. */
-static bool parse_budget(const char *s, uint64_t keep_all, uint64_t *out)
-{
-    char *end = NULL;
-    errno = 0;
-    double v = s ? strtod(s, &end) : -1;
-    if (!s || end == s || errno || !(v >= 0) || v > 9007199254740992.0) return false;
-    if (strcmp(end, "%") == 0) {
-        if (v > 1e6) return false;
-        *out = (uint64_t)floor(v / 100.0 * (double)keep_all);
-        return true;
-    }
-    if (*end || v != floor(v)) return false;
-    *out = (uint64_t)v;
-    return true;
-}
 
 static void add_num_or_null(cJSON *o, const char *key, bool have, double v)
 {
@@ -719,6 +636,7 @@ static const command COMMANDS[] = {
     {"show", cmd_show, "draw a saved schedule (SVG, PNG)"},
     {"encode", cmd_encode, "write a schedule in the compact binary form for devices"},
     {"decode", cmd_decode, "write a binary schedule as JSON"},
+    {"train", cmd_train, "plan a schedule for a budget and train a model under it on real data"},
 };
 
 static void print_help(FILE *f)

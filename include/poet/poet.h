@@ -7,6 +7,7 @@
 #include "poet/cost.h"
 #include "poet/schedule.h"
 #include "poet/plan.h"
+#include "poet/runtime.h"
 #include "poet/file.h"
 
 #define POET_VERSION "0.1.0"

@@ -216,10 +216,10 @@ static int residual_block(poet_graph *g, int x, int cin, int planes, int stride)
 
 static int build_resnet_small(poet_graph *g)
 {
-    int x = relu(g, bn(g, conv(g, input4(g, 1, 28, 28), 16, 3, 1, 1)));
-    x = residual_block(g, x, 16, 16, 1);
-    x = residual_block(g, x, 16, 32, 2);
-    x = add1(g, POET_OP_GLOBAL_AVGPOOL, residual_block(g, x, 32, 32, 1), NULL);
+    int x = relu(g, bn(g, conv(g, input4(g, 1, 28, 28), 8, 3, 1, 1)));
+    x = residual_block(g, x, 8, 8, 1);
+    x = residual_block(g, x, 8, 16, 2);
+    x = add1(g, POET_OP_GLOBAL_AVGPOOL, residual_block(g, x, 16, 16, 1), NULL);
     return loss(g, linear(g, x, 10));
 }
 
@@ -239,12 +239,12 @@ static const zoo_entry ZOO[] = {
     {{"resnet50", "ResNet-50 as in POET, 224x224 ImageNet", NULL, 1, false, true}, build_resnet50},
     {{"bert", "BERT-base: 12 encoder blocks, seq 512, hidden 768, 12 heads", NULL, 1, false, true}, build_bert},
     {{"transformer", "one BERT-base encoder block", NULL, 1, false, true}, build_transformer},
-    {{"mlp_digits", "MLP 64-32-10 for the 8x8 digits", "digits", 32, false, false}, build_mlp_digits},
-    {{"cnn_digits", "two-conv CNN for the 8x8 digits", "digits", 32, false, false}, build_cnn_digits},
-    {{"mlp_fashion", "MLP 784-128-10 for Fashion-MNIST", "fashion-mnist", 32, false, false}, build_mlp_fashion},
-    {{"cnn_fashion", "CNN (2 conv+bn+pool, 2 linear) for Fashion-MNIST", "fashion-mnist", 32, false, false},
+    {{"mlp_digits", "MLP 64-32-10 for the 8x8 digits", "digits", 32, true, false}, build_mlp_digits},
+    {{"cnn_digits", "two-conv CNN for the 8x8 digits", "digits", 32, true, false}, build_cnn_digits},
+    {{"mlp_fashion", "MLP 784-128-10 for Fashion-MNIST", "fashion-mnist", 32, true, false}, build_mlp_fashion},
+    {{"cnn_fashion", "CNN (2 conv+bn+pool, 2 linear) for Fashion-MNIST", "fashion-mnist", 32, true, false},
      build_cnn_fashion},
-    {{"resnet_small", "small ResNet (3 residual blocks) for Fashion-MNIST", "fashion-mnist", 32, false, false},
+    {{"resnet_small", "small ResNet (8-16 channels, 3 residual blocks) for Fashion-MNIST", "fashion-mnist", 32, true, false},
      build_resnet_small},
 };
 

@@ -1,0 +1,191 @@
+/* Storage back-ends: a file standing in for flash, RAM for tests, and a
+ * wrapper that fails the Nth call of a kind. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "poet/runtime.h"
+
+static poet_status out_of_range(uint64_t cap, uint64_t offset, size_t bytes, poet_err *err)
+{
+    if (offset > cap || bytes > cap - offset)
+        return poet_fail(err, POET_ERR_INVALID, "storage: %zu bytes at offset %llu exceed its %llu bytes", bytes,
+                         (unsigned long long)offset, (unsigned long long)cap);
+    return POET_OK;
+}
+
+/* ---- file ---- */
+
+typedef struct file_store {
+    int fd;
+    uint64_t cap;
+    char path[256];
+} file_store;
+
+static poet_status file_write(void *ctx, uint64_t offset, const void *src, size_t bytes, poet_err *err)
+{
+    file_store *f = ctx;
+    poet_status st = out_of_range(f->cap, offset, bytes, err);
+    for (size_t done = 0; !st && done < bytes;) {
+        ssize_t n = pwrite(f->fd, (const char *)src + done, bytes - done, (off_t)(offset + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return poet_fail(err, POET_ERR_IO, "storage '%s': write failed: %s", f->path, strerror(errno));
+        done += (size_t)n;
+    }
+    return st;
+}
+
+static poet_status file_read(void *ctx, uint64_t offset, void *dst, size_t bytes, poet_err *err)
+{
+    file_store *f = ctx;
+    poet_status st = out_of_range(f->cap, offset, bytes, err);
+    for (size_t done = 0; !st && done < bytes;) {
+        ssize_t n = pread(f->fd, (char *)dst + done, bytes - done, (off_t)(offset + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return poet_fail(err, POET_ERR_IO, "storage '%s': read failed: %s", f->path, strerror(errno));
+        if (n == 0) return poet_fail(err, POET_ERR_IO, "storage '%s': read past its end", f->path);
+        done += (size_t)n;
+    }
+    return st;
+}
+
+static poet_status file_sync(void *ctx, poet_err *err)
+{
+    file_store *f = ctx;
+    if (fdatasync(f->fd)) return poet_fail(err, POET_ERR_IO, "storage '%s': sync failed: %s", f->path, strerror(errno));
+    return POET_OK;
+}
+
+static void file_close(void *ctx)
+{
+    file_store *f = ctx;
+    close(f->fd);
+    free(f);
+}
+
+poet_status poet_storage_open_file(const char *path, uint64_t capacity_bytes, poet_storage *out, poet_err *err)
+{
+    file_store *f = calloc(1, sizeof *f);
+    if (!f) return poet_fail(err, POET_ERR_NOMEM, "out of memory opening storage");
+    f->cap = capacity_bytes;
+    strncpy(f->path, path, sizeof f->path - 1);
+    f->fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    if (f->fd < 0) {
+        poet_status st = poet_fail(err, POET_ERR_IO, "cannot open storage file '%s': %s", path, strerror(errno));
+        free(f);
+        return st;
+    }
+    if (ftruncate(f->fd, (off_t)capacity_bytes)) {
+        poet_status st = poet_fail(err, POET_ERR_IO, "cannot size storage file '%s' to %llu bytes: %s", path,
+                                   (unsigned long long)capacity_bytes, strerror(errno));
+        file_close(f);
+        return st;
+    }
+    *out = (poet_storage){POET_STORAGE_VERSION, f, capacity_bytes, file_write, file_read, file_sync, file_close};
+    return POET_OK;
+}
+
+/* ---- memory ---- */
+
+typedef struct mem_store {
+    uint64_t cap;
+    unsigned char bytes[];
+} mem_store;
+
+static poet_status mem_write(void *ctx, uint64_t offset, const void *src, size_t bytes, poet_err *err)
+{
+    mem_store *m = ctx;
+    poet_status st = out_of_range(m->cap, offset, bytes, err);
+    if (!st) memcpy(m->bytes + offset, src, bytes);
+    return st;
+}
+
+static poet_status mem_read(void *ctx, uint64_t offset, void *dst, size_t bytes, poet_err *err)
+{
+    mem_store *m = ctx;
+    poet_status st = out_of_range(m->cap, offset, bytes, err);
+    if (!st) memcpy(dst, m->bytes + offset, bytes);
+    return st;
+}
+
+static poet_status mem_sync(void *ctx, poet_err *err)
+{
+    (void)ctx, (void)err;
+    return POET_OK;
+}
+
+static void mem_close(void *ctx) { free(ctx); }
+
+poet_status poet_storage_open_memory(uint64_t capacity_bytes, poet_storage *out, poet_err *err)
+{
+    if (capacity_bytes > (uint64_t)SIZE_MAX - sizeof(mem_store))
+        return poet_fail(err, POET_ERR_LIMIT, "in-memory storage of %llu bytes is too large",
+                         (unsigned long long)capacity_bytes);
+    mem_store *m = calloc(1, sizeof *m + (size_t)capacity_bytes);
+    if (!m) return poet_fail(err, POET_ERR_NOMEM, "out of memory for %llu bytes of in-memory storage",
+                             (unsigned long long)capacity_bytes);
+    m->cap = capacity_bytes;
+    *out = (poet_storage){POET_STORAGE_VERSION, m, capacity_bytes, mem_write, mem_read, mem_sync, mem_close};
+    return POET_OK;
+}
+
+/* ---- fault injection ---- */
+
+typedef struct faulty {
+    poet_storage inner;
+    poet_storage_faults *f;
+} faulty;
+
+static poet_status injected(const char *what, long n, poet_err *err)
+{
+    return poet_fail(err, POET_ERR_IO, "storage: %s number %ld failed (injected fault)", what, n);
+}
+
+static poet_status faulty_write(void *ctx, uint64_t offset, const void *src, size_t bytes, poet_err *err)
+{
+    faulty *q = ctx;
+    if (++q->f->writes == q->f->fail_write_at) return injected("write", q->f->writes, err);
+    return q->inner.write(q->inner.ctx, offset, src, bytes, err);
+}
+
+static poet_status faulty_read(void *ctx, uint64_t offset, void *dst, size_t bytes, poet_err *err)
+{
+    faulty *q = ctx;
+    if (++q->f->reads == q->f->fail_read_at) return injected("read", q->f->reads, err);
+    return q->inner.read(q->inner.ctx, offset, dst, bytes, err);
+}
+
+static poet_status faulty_sync(void *ctx, poet_err *err)
+{
+    faulty *q = ctx;
+    if (++q->f->syncs == q->f->fail_sync_at) return injected("sync", q->f->syncs, err);
+    return q->inner.sync(q->inner.ctx, err);
+}
+
+static void faulty_close(void *ctx)
+{
+    faulty *q = ctx;
+    poet_storage_close(&q->inner);
+    free(q);
+}
+
+poet_status poet_storage_with_faults(poet_storage *inner, poet_storage_faults *f, poet_storage *out, poet_err *err)
+{
+    faulty *q = malloc(sizeof *q);
+    if (!q) return poet_fail(err, POET_ERR_NOMEM, "out of memory wrapping storage");
+    q->inner = *inner;
+    q->f = f;
+    memset(inner, 0, sizeof *inner);
+    *out = (poet_storage){POET_STORAGE_VERSION, q, q->inner.capacity_bytes, faulty_write, faulty_read, faulty_sync,
+                          faulty_close};
+    return POET_OK;
+}
+
+void poet_storage_close(poet_storage *s)
+{
+    if (s && s->close) s->close(s->ctx);
+    if (s) memset(s, 0, sizeof *s);
+}

@@ -1,0 +1,179 @@
+/* The training loop: epochs of shuffled batches, evaluation, checkpoints. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "poet/runtime.h"
+
+typedef struct loop {
+    poet_engine *e;
+    const poet_dataset *d;
+    const poet_train_options *o;
+    uint64_t seed;
+    int rows, classes;
+    uint64_t per; /* floats per example */
+    long batches; /* per epoch */
+    int *order;   /* n_train */
+    int *idx;     /* rows */
+    float *x;
+    int32_t *y;
+} loop;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static uint64_t next_rand(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* The order of an epoch depends only on the seed and the epoch, so that a
+ * resumed run sees the batches an uninterrupted one would. */
+static void shuffle(loop *l, long epoch)
+{
+    uint64_t s = l->seed * 0x100000001B3ull + (uint64_t)epoch;
+    for (int i = 0; i < l->d->n_train; i++) l->order[i] = i;
+    for (int i = l->d->n_train - 1; i > 0; i--) {
+        int j = (int)(next_rand(&s) % (uint64_t)(i + 1));
+        int t = l->order[i];
+        l->order[i] = l->order[j];
+        l->order[j] = t;
+    }
+}
+
+static void gather(loop *l, const float *xs, const int32_t *ys, const int *idx)
+{
+    for (int r = 0; r < l->rows; r++) {
+        memcpy(l->x + (size_t)r * l->per, xs + (size_t)idx[r] * l->per, (size_t)l->per * sizeof(float));
+        l->y[r] = ys[idx[r]];
+    }
+}
+
+/* The whole test set; the last batch is padded with its first example. */
+static poet_status evaluate(loop *l, double *loss, double *accuracy, poet_err *err)
+{
+    double s = 0;
+    long ok = 0;
+    for (int at = 0; at < l->d->n_test; at += l->rows) {
+        int n = l->d->n_test - at < l->rows ? l->d->n_test - at : l->rows;
+        for (int r = 0; r < l->rows; r++) l->idx[r] = at + (r < n ? r : 0);
+        gather(l, l->d->test_x, l->d->test_y, l->idx);
+        double bs;
+        int c;
+        poet_status st = poet_engine_eval(l->e, l->x, l->y, n, &bs, &c, err);
+        if (st) return st;
+        s += bs;
+        ok += c;
+    }
+    *loss = s / l->d->n_test;
+    *accuracy = (double)ok / l->d->n_test;
+    return POET_OK;
+}
+
+static poet_status check_fit(loop *l, poet_err *err)
+{
+    uint64_t per = (uint64_t)l->d->channels * (uint64_t)l->d->height * (uint64_t)l->d->width;
+    if (per != l->per || l->d->classes != l->classes)
+        return poet_fail(err, POET_ERR_INVALID,
+                         "data set '%s' has %llu values and %d classes per example; the model takes %llu and %d",
+                         l->d->name, (unsigned long long)per, l->d->classes, (unsigned long long)l->per, l->classes);
+    if (l->d->n_train < l->rows || l->d->n_test < 1)
+        return poet_fail(err, POET_ERR_INVALID, "data set '%s' has fewer training examples than a batch of %d",
+                         l->d->name, l->rows);
+    return POET_OK;
+}
+
+static poet_status save(loop *l, long step, long epoch, long batch, poet_err *err)
+{
+    if (!l->o->checkpoint) return POET_OK;
+    poet_checkpoint_meta m = {poet_engine_graph_hash(l->e), l->seed, step, epoch, batch};
+    return poet_checkpoint_write(l->o->checkpoint, l->e, &m, err);
+}
+
+/* Where to start: the checkpoint's position, or the beginning. */
+static poet_status start_point(loop *l, poet_checkpoint_meta *m, poet_err *err)
+{
+    *m = (poet_checkpoint_meta){poet_engine_graph_hash(l->e), l->seed, 0, 0, 0};
+    if (!l->o->resume || !l->o->checkpoint || access(l->o->checkpoint, F_OK) != 0) return POET_OK;
+    return poet_checkpoint_read(l->o->checkpoint, l->e, m, err);
+}
+
+static void report_progress(loop *l, poet_train_progress *p)
+{
+    if (l->o->progress) l->o->progress(l->o->ctx, p);
+}
+
+static poet_status run(loop *l, poet_train_report *r, poet_err *err)
+{
+    poet_checkpoint_meta at;
+    poet_status st = start_point(l, &at, err);
+    if (st) return st;
+    long total = l->o->steps > 0 ? l->o->steps : (long)(l->o->epochs > 0 ? l->o->epochs : 1) * l->batches;
+    int epochs = (int)((total + l->batches - 1) / l->batches);
+    long step = at.step, epoch = at.epoch, batch = at.batch_in_epoch;
+    r->resumed_at = step;
+    poet_train_progress p = {.total_steps = total, .epochs = epochs, .batches = l->batches, .test_loss = NAN,
+                             .test_accuracy = NAN, .loss = NAN};
+    double loss_sum = 0;
+    long loss_n = 0, shuffled = -1;
+    while (step < total) {
+        if (shuffled != epoch) shuffle(l, epoch), shuffled = epoch;
+        memcpy(l->idx, l->order + batch * l->rows, (size_t)l->rows * sizeof(int));
+        gather(l, l->d->train_x, l->d->train_y, l->idx);
+        if ((st = poet_engine_step(l->e, l->x, l->y, &p.loss, err))) return st;
+        step++, batch++;
+        loss_sum += p.loss, loss_n++;
+        bool epoch_end = batch == l->batches, last = step == total;
+        if (epoch_end) epoch++, batch = 0;
+        p.step = step, p.epoch = (int)epoch + (epoch_end ? 0 : 1), p.batch = epoch_end ? l->batches : batch;
+        p.epoch_done = epoch_end || last;
+        if (p.epoch_done) {
+            if ((st = evaluate(l, &p.test_loss, &p.test_accuracy, err))) return st;
+            p.train_loss = loss_sum / (double)loss_n;
+            loss_sum = 0, loss_n = 0;
+        }
+        if (p.epoch_done || (l->o->checkpoint_every > 0 && step % l->o->checkpoint_every == 0))
+            if ((st = save(l, step, epoch, batch, err))) return st;
+        report_progress(l, &p);
+        p.epoch_done = false;
+    }
+    r->steps = step;
+    r->final_loss = p.loss;
+    r->test_loss = p.test_loss;
+    r->test_accuracy = p.test_accuracy;
+    if (isnan(r->test_loss)) st = evaluate(l, &r->test_loss, &r->test_accuracy, err); /* resumed at the end */
+    return st;
+}
+
+poet_status poet_train(poet_engine *e, const poet_dataset *d, const poet_train_options *o, poet_train_report *r,
+                       poet_err *err)
+{
+    memset(r, 0, sizeof *r);
+    loop l = {.e = e, .d = d, .o = o, .seed = poet_engine_seed(e)};
+    poet_engine_batch_shape(e, &l.rows, &l.per, &l.classes);
+    poet_status st = check_fit(&l, err);
+    if (st) return st;
+    l.batches = d->n_train / l.rows;
+    l.order = malloc((size_t)d->n_train * sizeof *l.order);
+    l.idx = malloc((size_t)l.rows * sizeof *l.idx);
+    l.x = malloc((size_t)l.rows * (size_t)l.per * sizeof *l.x);
+    l.y = malloc((size_t)l.rows * sizeof *l.y);
+    double t0 = now_s();
+    if (!l.order || !l.idx || !l.x || !l.y)
+        st = poet_fail(err, POET_ERR_NOMEM, "out of memory for a batch");
+    else
+        st = run(&l, r, err);
+    r->host_seconds = now_s() - t0;
+    free(l.order), free(l.idx), free(l.x), free(l.y);
+    return st;
+}

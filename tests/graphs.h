@@ -1,0 +1,86 @@
+/* Small graphs that together use every op the runtime executes, each with a
+ * parameter before it so that its input gradient matters to the loss. */
+#ifndef POET_TESTS_GRAPHS_H
+#define POET_TESTS_GRAPHS_H
+
+#include "poet/poet.h"
+
+enum { N_TEST_GRAPHS = 3 };
+
+static int tg_add(poet_graph *g, poet_op op, int a, int b, poet_attrs at)
+{
+    int in[2] = {a, b};
+    return poet_graph_add(g, op, in, a < 0 ? 0 : b < 0 ? 1 : 2, &at, NULL);
+}
+
+/* conv (stride 1 and 2, padding), batch norm, relu, max and average pool,
+ * flatten, linear, dropout, softmax cross-entropy */
+static int tg_cnn(poet_graph *g)
+{
+    poet_attrs none = {0};
+    int x = tg_add(g, POET_OP_INPUT, -1, -1, (poet_attrs){.shape = {4, {4, 2, 6, 6}}});
+    x = tg_add(g, POET_OP_CONV2D, x, -1, (poet_attrs){.features = 3, .kernel = 3, .stride = 1, .pad = 1});
+    x = tg_add(g, POET_OP_BATCHNORM2D, x, -1, none);
+    x = tg_add(g, POET_OP_RELU, x, -1, none);
+    x = tg_add(g, POET_OP_MAXPOOL2D, x, -1, (poet_attrs){.kernel = 2, .stride = 2});
+    x = tg_add(g, POET_OP_CONV2D, x, -1, (poet_attrs){.features = 4, .kernel = 3, .stride = 2, .pad = 1});
+    x = tg_add(g, POET_OP_AVGPOOL2D, x, -1, (poet_attrs){.kernel = 2, .stride = 1});
+    x = tg_add(g, POET_OP_FLATTEN, x, -1, none);
+    x = tg_add(g, POET_OP_LINEAR, x, -1, (poet_attrs){.features = 5});
+    x = tg_add(g, POET_OP_DROPOUT, x, -1, (poet_attrs){.p = 0.3f});
+    x = tg_add(g, POET_OP_LINEAR, x, -1, (poet_attrs){.features = 3});
+    return tg_add(g, POET_OP_SOFTMAX_CE, x, -1, none);
+}
+
+/* add with equal shapes and with a zero-padded second input, global pool */
+static int tg_residual(poet_graph *g)
+{
+    poet_attrs none = {0};
+    int x = tg_add(g, POET_OP_INPUT, -1, -1, (poet_attrs){.shape = {4, {4, 2, 4, 4}}});
+    int a = tg_add(g, POET_OP_RELU, tg_add(g, POET_OP_CONV2D, x, -1, (poet_attrs){.features = 4, .kernel = 3, .stride = 1, .pad = 1}), -1, none);
+    int b = tg_add(g, POET_OP_CONV2D, a, -1, (poet_attrs){.features = 2, .kernel = 1, .stride = 1});
+    int s = tg_add(g, POET_OP_ADD, a, b, none);
+    int c = tg_add(g, POET_OP_CONV2D, s, -1, (poet_attrs){.features = 4, .kernel = 3, .stride = 1, .pad = 1});
+    int t = tg_add(g, POET_OP_ADD, s, c, none);
+    int p = tg_add(g, POET_OP_GLOBAL_AVGPOOL, t, -1, none);
+    return tg_add(g, POET_OP_SOFTMAX_CE, tg_add(g, POET_OP_LINEAR, p, -1, (poet_attrs){.features = 3}), -1, none);
+}
+
+/* attention (scores, softmax, context), layer norm, gelu */
+static int tg_attention(poet_graph *g)
+{
+    poet_attrs none = {0}, at = {.heads = 2, .seq = 4};
+    int x = tg_add(g, POET_OP_INPUT, -1, -1, (poet_attrs){.shape = {2, {8, 6}}});
+    int h = tg_add(g, POET_OP_LINEAR, x, -1, (poet_attrs){.features = 6});
+    int q = tg_add(g, POET_OP_LINEAR, h, -1, (poet_attrs){.features = 6});
+    int k = tg_add(g, POET_OP_LINEAR, h, -1, (poet_attrs){.features = 6});
+    int v = tg_add(g, POET_OP_LINEAR, h, -1, (poet_attrs){.features = 6});
+    int p = tg_add(g, POET_OP_SOFTMAX, tg_add(g, POET_OP_ATTN_SCORES, q, k, at), -1, none);
+    int o = tg_add(g, POET_OP_LINEAR, tg_add(g, POET_OP_ATTN_CONTEXT, p, v, at), -1, (poet_attrs){.features = 6});
+    int n = tg_add(g, POET_OP_LAYERNORM, tg_add(g, POET_OP_ADD, h, o, none), -1, none);
+    int f = tg_add(g, POET_OP_LINEAR, tg_add(g, POET_OP_GELU, n, -1, none), -1, (poet_attrs){.features = 3});
+    return tg_add(g, POET_OP_SOFTMAX_CE, f, -1, none);
+}
+
+static const char *test_graph_name(int k)
+{
+    static const char *names[N_TEST_GRAPHS] = {"cnn", "residual", "attention"};
+    return names[k];
+}
+
+static poet_status test_graph_build(int k, poet_graph *g, poet_err *err)
+{
+    static int (*const build[N_TEST_GRAPHS])(poet_graph *) = {tg_cnn, tg_residual, tg_attention};
+    poet_status st = poet_graph_init(g, test_graph_name(k), 4, err);
+    if (st) return st;
+    int loss = build[k](g);
+    if (loss < 0) {
+        st = poet_fail(err, g->err.status, "%s", g->err.msg);
+        poet_graph_free(g);
+        return st;
+    }
+    if ((st = poet_graph_autodiff(g, loss, err))) poet_graph_free(g);
+    return st;
+}
+
+#endif

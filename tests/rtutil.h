@@ -1,0 +1,79 @@
+/* Helpers for runtime tests: a graph planned and loaded into an engine. */
+#ifndef POET_TESTS_RTUTIL_H
+#define POET_TESTS_RTUTIL_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "poet/poet.h"
+
+typedef struct rig {
+    poet_instance inst;
+    poet_problem p;
+    poet_plan_result plan;
+    poet_sim sim;
+    poet_engine *e;
+    bool ok;
+} rig;
+
+/* Plans g with planner at budget (0: the keep-all peak; fraction in (0, 1]:
+ * that share of it, raised to the smallest feasible budget) and starts an
+ * engine on it. storage may be NULL (in memory). rig.ok says whether a
+ * schedule was found; errors print. */
+static void rig_start(rig *r, const poet_graph *g, const char *planner, double fraction, poet_storage *storage,
+                      poet_optimizer opt, uint64_t seed)
+{
+    memset(r, 0, sizeof *r);
+    poet_err err = {0};
+    poet_device dev;
+    if (poet_device_find("m4", &dev, &err) || poet_instance_from_graph(g, &dev, &r->inst, &err) ||
+        poet_problem_init(&r->p, &r->inst, 0, 1e6, &err)) {
+        fprintf(stderr, "rig: %s\n", err.msg);
+        return;
+    }
+    uint64_t b = fraction > 0 ? (uint64_t)(fraction * (double)r->p.keep_all_peak_bytes) : r->p.keep_all_peak_bytes;
+    r->p.budget_bytes = b < r->p.min_budget_bytes ? r->p.min_budget_bytes : b;
+    poet_plan_options o = {0, 1, true, true, false, false, NULL};
+    if (poet_plan(planner, &r->p, &o, &r->plan, &err)) {
+        fprintf(stderr, "rig: %s\n", err.msg);
+        return;
+    }
+    if (r->plan.status != POET_PLAN_OPTIMAL && r->plan.status != POET_PLAN_FEASIBLE) return;
+    if (poet_simulate(&r->p, &r->plan.schedule, &r->sim, NULL, &err)) return;
+    poet_engine_config cfg = {g, &r->p, &r->plan.schedule, storage, opt, seed};
+    if (poet_engine_init(&r->e, &cfg, &err)) {
+        fprintf(stderr, "rig: engine: %s\n", err.msg);
+        return;
+    }
+    r->ok = true;
+}
+
+static void rig_free(rig *r)
+{
+    poet_engine_free(r->e);
+    poet_plan_result_free(&r->plan);
+    poet_problem_free(&r->p);
+    poet_instance_free(&r->inst);
+    memset(r, 0, sizeof *r);
+}
+
+/* Deterministic pseudo-random floats in [-1, 1) and labels. */
+static float rt_uniform(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((double)(*s >> 40) / 8388608.0 - 1.0);
+}
+
+static void rt_batch(const poet_graph *g, uint64_t seed, float *x, int32_t *y)
+{
+    const poet_node *in = &g->nodes[0];
+    const poet_node *loss = &g->nodes[g->loss];
+    const poet_node *logits = &g->nodes[loss->inputs[0]];
+    uint64_t n = poet_shape_numel(&in->shape), s = seed;
+    for (uint64_t i = 0; i < n; i++) x[i] = rt_uniform(&s);
+    for (int64_t r = 0; r < logits->shape.dim[0]; r++) y[r] = (int32_t)((s = s * 6364136223846793005ull + 1) >> 33) % (int32_t)logits->shape.dim[1];
+}
+
+#endif

@@ -1,0 +1,36 @@
+/* Helpers shared by the command-line tool's commands. */
+#ifndef POET_TOOLS_CLI_H
+#define POET_TOOLS_CLI_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "poet/poet.h"
+
+enum { EXIT_USAGE = 2 };
+
+/* "poet CMD: MSG ARG (see poet CMD --help)" on stderr; returns EXIT_USAGE. */
+int usage_error(const char *cmd, const char *msg, const char *arg);
+/* "poet: MSG" on stderr; returns 1. */
+int lib_error(const poet_err *err);
+/* Prints a JSON document (and frees it); fails only when out of memory. */
+int print_json(cJSON *doc);
+bool parse_int(const char *s, long lo, long hi, int *out);
+/* BYTES, or PCT% of keep_all. */
+bool parse_budget(const char *s, uint64_t keep_all, uint64_t *out);
+
+/* ---- option parsing: --name value and --flag ---- */
+typedef struct opt {
+    const char *name;
+    bool takes_value;
+    const char **value; /* for options with a value */
+    bool *flag;         /* for flags */
+} opt;
+
+int parse_opts(const char *cmd, int argc, char **argv, opt *opts, bool *help);
+
+/* poet train */
+int cmd_train(int argc, char **argv);
+
+#endif
