@@ -114,6 +114,8 @@ poet_status poet_engine_state_load(poet_engine *e, const void *src, size_t len, 
 void poet_engine_weights_sha256(const poet_engine *e, char hex[65]);
 /* Direct access for tests: parameter (or gradient) floats of a node. */
 float *poet_engine_params(poet_engine *e, int node, bool gradient, uint64_t *count);
+/* Batch-norm running statistics of a node (mean, then variance). */
+float *poet_engine_buffers(poet_engine *e, int node, uint64_t *count);
 
 /* ---- data sets ---- */
 typedef struct poet_dataset {

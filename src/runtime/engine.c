@@ -455,6 +455,13 @@ float *poet_engine_params(poet_engine *e, int node, bool gradient, uint64_t *cou
     return (gradient ? e->grads : e->params) + e->param_at[node];
 }
 
+float *poet_engine_buffers(poet_engine *e, int node, uint64_t *count)
+{
+    if (node < 0 || node >= e->g->n_forward) return NULL;
+    *count = e->g->nodes[node].buffers;
+    return e->buffers + e->buffer_at[node];
+}
+
 /* ---- state ---- */
 
 size_t poet_engine_state_bytes(const poet_engine *e)

@@ -1,0 +1,147 @@
+"""Redoes with PyTorch the training step that tests/torch_dump.c ran in poet
+and compares the loss, every parameter gradient and the batch-norm running
+statistics. PyTorch computes in float64 from the same float32 inputs, so the
+difference is poet's float32 rounding alone.
+
+Tolerance: |poet - torch| <= ATOL + RTOL * |torch|, elementwise.
+Prints one line per graph and "N passed, N failed" at the end."""
+import json
+import math
+import sys
+
+import torch
+import torch.nn.functional as F
+
+ATOL, RTOL = 1e-5, 1e-3
+MASK64 = (1 << 64) - 1
+
+
+def mix64(z):
+    z = (z + 0x9E3779B97F4A7C15) & MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return z ^ (z >> 31)
+
+
+def dropout_scale(seed, step, node, n, p):
+    """poet's dropout mask (src/runtime/kernels.c), rebuilt from its definition."""
+    s = mix64(seed ^ mix64((step + 0x5EED) & MASK64))
+    base = s ^ mix64(node)
+    out = []
+    for i in range(n):
+        h = mix64(base ^ ((i * 0xD1B54A32D192ED03) & MASK64))
+        u = (h >> 40) / 16777216.0
+        out.append(0.0 if u < p else 1.0 / (1.0 - p))
+    return torch.tensor(out, dtype=torch.float64)
+
+
+def heads(t, b, s, h):
+    return t.reshape(b, s, h, -1).permute(0, 2, 1, 3)
+
+
+def forward(g, params, running):
+    nodes, vals, new_running = g["nodes"], [], {}
+    for v, n in enumerate(nodes):
+        op, ins = n["op"], [vals[i] for i in n["inputs"]]
+        w = params.get(str(v))
+        if op == "input":
+            y = torch.tensor(g["x"], dtype=torch.float64).reshape(n["shape"])
+        elif op == "conv2d":
+            x = ins[0]
+            f, c, k = n["features"], x.shape[1], n["kernel"]
+            y = F.conv2d(x, w[: f * c * k * k].reshape(f, c, k, k), w[f * c * k * k:], n["stride"], n["pad"])
+        elif op == "batchnorm2d":
+            c = ins[0].shape[1]
+            rm = torch.tensor(running[str(v)][:c], dtype=torch.float64)
+            rv = torch.tensor(running[str(v)][c:], dtype=torch.float64)
+            y = F.batch_norm(ins[0], rm, rv, w[:c], w[c:], training=True, momentum=0.1, eps=1e-5)
+            new_running[str(v)] = torch.cat([rm, rv])
+        elif op == "relu":
+            y = F.relu(ins[0])
+        elif op == "maxpool2d":
+            y = F.max_pool2d(ins[0], n["kernel"], n["stride"])
+        elif op == "avgpool2d":
+            y = F.avg_pool2d(ins[0], n["kernel"], n["stride"])
+        elif op == "global_avgpool":
+            y = ins[0].mean(dim=(2, 3))
+        elif op == "add":
+            a, b = ins
+            if b.shape != a.shape:
+                b = F.pad(b, (0, 0, 0, 0, 0, a.shape[1] - b.shape[1]))
+            y = a + b
+        elif op == "flatten":
+            y = ins[0].reshape(ins[0].shape[0], -1)
+        elif op == "linear":
+            fo, fi = n["features"], ins[0].shape[1]
+            y = F.linear(ins[0], w[: fo * fi].reshape(fo, fi), w[fo * fi:])
+        elif op == "dropout":
+            mask = dropout_scale(g["seed"], 0, n["inputs"][0], ins[0].numel(), n["p"])
+            y = ins[0] * mask.reshape(ins[0].shape)
+        elif op == "softmax_ce":
+            y = F.cross_entropy(ins[0], torch.tensor(g["labels"]))
+        elif op == "layernorm":
+            d = ins[0].shape[1]
+            y = F.layer_norm(ins[0], (d,), w[:d], w[d:], eps=1e-5)
+        elif op == "gelu":
+            y = F.gelu(ins[0], approximate="tanh")
+        elif op == "softmax":
+            y = torch.softmax(ins[0], dim=-1)
+        elif op == "attn_scores":
+            q, k = ins
+            b, h, s = q.shape[0] // n["seq"], n["heads"], n["seq"]
+            qh, kh = heads(q, b, s, h), heads(k, b, s, h)
+            y = qh @ kh.transpose(-1, -2) / math.sqrt(qh.shape[-1])
+        elif op == "attn_context":
+            p, vv = ins
+            b, h, s = vv.shape[0] // n["seq"], n["heads"], n["seq"]
+            y = (p @ heads(vv, b, s, h)).permute(0, 2, 1, 3).reshape(vv.shape)
+        else:
+            raise SystemExit(f"torch_check: no PyTorch rendering of op {op}")
+        vals.append(y)
+    return vals[-1], new_running
+
+
+def close(poet, ref):
+    poet = torch.tensor(poet, dtype=torch.float64).reshape(-1)
+    ref = ref.detach().reshape(-1)
+    err = (poet - ref).abs()
+    worst = float((err - RTOL * ref.abs()).max()) if err.numel() else 0.0
+    return worst <= ATOL, float(err.max()) if err.numel() else 0.0
+
+
+def check(g):
+    params = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True) for k, v in g["params"].items()}
+    loss, new_running = forward(g, params, g["running"])
+    loss.backward()
+    failures, worst = [], 0.0
+    ok, e = close([g["loss"]], loss)
+    worst = max(worst, e)
+    if not ok:
+        failures.append(f"loss {g['loss']} vs {float(loss)}")
+    for k, p in params.items():
+        ok, e = close(g["grads"][k], p.grad)
+        worst = max(worst, e)
+        if not ok:
+            failures.append(f"gradient of node {k} ({g['nodes'][int(k)]['op']}), max error {e:.3g}")
+    for k, r in new_running.items():
+        ok, e = close(g["running_after"][k], r)
+        worst = max(worst, e)
+        if not ok:
+            failures.append(f"running statistics of node {k}, max error {e:.3g}")
+    print(f"{g['name']}: loss {g['loss']:.6f} (torch {float(loss):.6f}), {len(params)} parameter tensors, "
+          f"largest absolute difference {worst:.3g}")
+    for f in failures:
+        print(f"  FAILED: {f}")
+    return not failures
+
+
+def main():
+    torch.set_num_threads(1)
+    with open(sys.argv[1]) as f:
+        graphs = json.load(f)
+    results = [check(g) for g in graphs]
+    print(f"{sum(results)} passed, {len(results) - sum(results)} failed")
+    sys.exit(0 if all(results) else 1)
+
+
+main()
