@@ -168,5 +168,63 @@ refuse "both variants" "leave only keep-all" "$poet" plan --model linear --devic
 refuse "bad threads" "--threads" "$poet" plan --model linear --device m4 --budget 60% --planner milp --threads 0
 ls "$tmp" | grep -q 'tmp' && { failed=$((failed + 1)); echo "FAIL: a temporary file was left behind"; }
 
+# ---- training (needs python3-sklearn's digits; scripts/deps.sh --test installs it) ----
+sha_of() { sed -n 's/.*"weights_sha256":[[:space:]]*"\([0-9a-f]*\)".*/\1/p' "$1"; }
+ok "train keep-all" "$poet" train --model cnn_digits --device m4 --budget 100% --steps 60 --json --quiet
+cp "$tmp/out" "$tmp/train-keep.json"
+for field in final_loss test_accuracy weights_sha256 arena_peak_bytes budget_bytes persistent_bytes paged_bytes \
+    recomputations device_energy_j host_seconds; do
+    has "train JSON has $field" "\"$field\"" "$tmp/train-keep.json"
+done
+ok "train remat" "$poet" train --model cnn_digits --device m4 --budget 196608 --planner remat-dtr --steps 60 --json --quiet
+cp "$tmp/out" "$tmp/train-remat.json"
+ok "train paging" "$poet" train --model cnn_digits --device m4 --budget 196608 --planner paging --steps 60 --json \
+    --quiet --storage "$tmp/flash.bin"
+cp "$tmp/out" "$tmp/train-paging.json"
+has "remat schedule recomputes" '"recomputations":[[:space:]]*[1-9]' "$tmp/train-remat.json"
+has "paging schedule pages" '"paged_bytes":[[:space:]]*[1-9]' "$tmp/train-paging.json"
+if [ -n "$(sha_of "$tmp/train-keep.json")" ] && [ "$(sha_of "$tmp/train-keep.json")" = "$(sha_of "$tmp/train-remat.json")" ] &&
+    [ "$(sha_of "$tmp/train-keep.json")" = "$(sha_of "$tmp/train-paging.json")" ]; then passed=$((passed + 1)); else
+    failed=$((failed + 1))
+    echo "FAIL: weights differ across schedules"
+fi
+# killed with SIGKILL, then resumed: the same weights as an uninterrupted run
+ok "train uninterrupted" "$poet" train --model cnn_digits --device m4 --budget 100% --steps 2500 --json --quiet \
+    --checkpoint "$tmp/ck-full" --checkpoint-every 20
+cp "$tmp/out" "$tmp/train-full.json"
+"$poet" train --model cnn_digits --device m4 --budget 100% --steps 2500 --json --quiet --checkpoint "$tmp/ck" \
+    --checkpoint-every 20 >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 1 300); do [ -e "$tmp/ck/checkpoint.poet" ] && break; sleep 0.02; done
+sleep 0.3
+kill -9 "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+killed=$?
+ok "train resumed" "$poet" train --model cnn_digits --device m4 --budget 100% --steps 2500 --json --quiet \
+    --checkpoint "$tmp/ck" --checkpoint-every 20 --resume
+cp "$tmp/out" "$tmp/train-resumed.json"
+has "resume started mid-run" '"resumed_at_step":[[:space:]]*[1-9]' "$tmp/train-resumed.json"
+if [ "$killed" -eq 137 ] && [ "$(sha_of "$tmp/train-full.json")" = "$(sha_of "$tmp/train-resumed.json")" ]; then
+    passed=$((passed + 1))
+else
+    failed=$((failed + 1))
+    echo "FAIL: SIGKILL and resume (exit $killed) do not reach the uninterrupted weights"
+fi
+printf 'POETCKPT garbage' >"$tmp/ck/checkpoint.poet"
+refuse "corrupt checkpoint" "checkpoint" "$poet" train --model cnn_digits --device m4 --budget 100% --steps 5 \
+    --checkpoint "$tmp/ck" --resume --quiet
+refuse "plan-only model" "plan-only" "$poet" train --model resnet18 --device m4 --budget 50%
+refuse "unknown data set" "unknown data set" "$poet" train --model cnn_digits --device m4 --budget 100% --data mnist
+refuse "missing data set" "python3-sklearn" "$poet" train --model cnn_digits --device m4 --budget 100% \
+    --data-dir "$tmp/nowhere"
+refuse "wrong data for model" "values and" "$poet" train --model cnn_fashion --device m4 --budget 100% --data digits
+refuse "infeasible training budget" "at least" "$poet" train --model cnn_digits --device m4 --budget 10%
+refuse "resume without checkpoint" "--resume needs" "$poet" train --model cnn_digits --device m4 --budget 100% --resume
+refuse "epochs and steps" "not both" "$poet" train --model cnn_digits --device m4 --budget 100% --epochs 1 --steps 5
+refuse "bad lr" "--lr" "$poet" train --model cnn_digits --device m4 --budget 100% --lr -1
+refuse "bad optimizer" "--optimizer" "$poet" train --model cnn_digits --device m4 --budget 100% --optimizer lbfgs
+refuse "unwritable storage" "storage" "$poet" train --model cnn_digits --device m4 --budget 196608 --planner paging \
+    --steps 5 --storage /nonexistent/flash.bin
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -48,5 +48,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         poet_instance_free(&g);
     }
     if (!poet_schedule_decode(data, size, &s, NULL)) poet_schedule_free(&s);
+    poet_checkpoint_meta meta;
+    size_t state_len;
+    poet_checkpoint_parse(data, size, &meta, &state_len, NULL);
     return 0;
 }
