@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# Installs, from Debian's archive, whatever poet needs and this machine lacks;
-# with --test, also what the test suite needs (clang and its fuzzing runtime).
+# Installs, from Debian's archive, whatever poet needs and this machine lacks
+# (python3-sklearn ships the 8x8 digits the main job trains on); with --test,
+# also what the test suite needs (clang and its fuzzing runtime, PyTorch for
+# the differential test); with --bench, what bench/ needs (Fashion-MNIST,
+# PuLP for POET's own formulation).
 set -euo pipefail
-packages=(gcc libc6-dev make cmake pkg-config libcjson-dev zlib1g-dev coinor-libcbc-dev)
-[ "${1:-}" = "--test" ] && packages+=(clang libclang-rt-14-dev)
+packages=(gcc libc6-dev make cmake pkg-config libcjson-dev zlib1g-dev libssl-dev coinor-libcbc-dev python3-sklearn)
+case "${1:-}" in
+--test) packages+=(clang libclang-rt-14-dev python3-torch) ;;
+--bench) packages+=(dataset-fashion-mnist python3-pulp python3-torch) ;;
+esac
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

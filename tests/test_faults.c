@@ -1,7 +1,8 @@
 /* Allocation failure on a countdown through every host-side init path:
  * building a zoo graph, costing it, reading files, preparing a problem,
  * planning with the baselines, building and placing the instruction stream,
- * writing and reading schedules. Each failure must come back as a status
+ * writing and reading schedules, starting the runtime, a training step and
+ * a checkpoint. Each failure must come back as a status
  * (never a crash); the sanitizer build checks that nothing leaks. malloc,
  * calloc and realloc are wrapped at link time (-Wl,--wrap). */
 #include <stdlib.h>
@@ -121,6 +122,46 @@ static int run_milp(void)
     return rc;
 }
 
+/* The runtime: engine start-up (arena, state, transfer thread), a step
+ * that pages, a checkpoint written and read back. */
+static int run_runtime(void)
+{
+    poet_err err = {0};
+    poet_graph g;
+    poet_instance inst;
+    poet_problem p;
+    poet_plan_result r;
+    poet_engine *e = NULL;
+    int rc = 1;
+    if (poet_zoo_build("cnn_digits", 2, &g, &err)) return 1;
+    if (poet_instance_from_graph(&g, poet_device_builtin(1), &inst, &err)) goto graph;
+    if (poet_problem_init(&p, &inst, 0, 1.5, &err)) goto inst;
+    p.budget_bytes = p.keep_all_peak_bytes / 2;
+    poet_plan_options o = {.quiet = true};
+    if (poet_plan("paging", &p, &o, &r, &err)) goto problem;
+    poet_engine_config cfg = {&g, &p, &r.schedule, NULL, poet_optimizer_default(POET_OPT_ADAM), 1};
+    if (r.status != POET_PLAN_FEASIBLE || poet_engine_init(&e, &cfg, &err)) goto result;
+    float x[2 * 64] = {0};
+    int32_t y[2] = {1, 2};
+    double loss;
+    poet_checkpoint_meta m = {poet_engine_graph_hash(e), 1, 1, 0, 1};
+    char path[] = "/tmp/poet-faults-ckpt";
+    if (!poet_engine_step(e, x, y, &loss, &err) && !poet_checkpoint_write(path, e, &m, &err) &&
+        !poet_checkpoint_read(path, e, &m, &err))
+        rc = 0;
+    remove(path);
+    poet_engine_free(e);
+result:
+    poet_plan_result_free(&r);
+problem:
+    poet_problem_free(&p);
+inst:
+    poet_instance_free(&inst);
+graph:
+    poet_graph_free(&g);
+    return rc;
+}
+
 static void countdown_through(int (*run)(void), const char *what)
 {
     countdown = -1;
@@ -142,5 +183,6 @@ int main(void)
 {
     countdown_through(run_all, "graph, files, baselines, schedules");
     countdown_through(run_milp, "milp");
+    countdown_through(run_runtime, "runtime");
     return check_report();
 }
