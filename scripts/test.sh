@@ -8,7 +8,7 @@ scripts/deps.sh --test
 scripts/build.sh
 ctest --test-dir "${POET_BUILD_DIR:-build}" --output-on-failure -j "$(nproc)"
 echo "== the suite again under AddressSanitizer and UndefinedBehaviorSanitizer"
-POET_BUILD_DIR=build-asan scripts/build.sh -DCMAKE_BUILD_TYPE=Debug -DPOET_SANITIZE=ON
+POET_BUILD_DIR=build-asan scripts/build.sh -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-g -O1" -DPOET_SANITIZE=ON
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j "$(nproc)"
 echo "== fuzzing every parser for ${POET_FUZZ_SECONDS:-60} s"

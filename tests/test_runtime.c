@@ -257,6 +257,33 @@ static void test_checkpoints(void)
     train_run(&g, &d, path, 25, true, NULL, &st, resumed, &err);
     CHECK_MSG(!st && strcmp(whole, resumed) == 0, "resuming after the fault reaches the uninterrupted weights");
     free(good), free(after), free(data);
+    /* every storage call of a run fails in turn: each time an error, a
+     * checkpoint that parses and lies before the failure, and a resumption
+     * that reaches the uninterrupted weights */
+    int runs = 0, intact = 0;
+    for (int kind = 0; kind < 3; kind++)
+        for (long at = 1; at <= 12; at++) {
+            unlink(path);
+            poet_storage_faults ff = {0};
+            *(kind == 0 ? &ff.fail_write_at : kind == 1 ? &ff.fail_read_at : &ff.fail_sync_at) = at;
+            CHECK(!poet_storage_open_memory(1 << 22, &mem, &err));
+            CHECK(!poet_storage_with_faults(&mem, &ff, &faulty, &err));
+            train_run(&g, &d, path, 25, false, &faulty, &st, part, &err);
+            if (st == POET_OK) break; /* past the run's last call of this kind */
+            runs++;
+            char *img = NULL;
+            size_t img_len = 0;
+            bool have = access(path, F_OK) == 0;
+            m.step = 0;
+            if (have && (poet_read_file(path, &img, &img_len, &err) ||
+                         poet_checkpoint_parse((const uint8_t *)img, img_len, &m, &n, &err)))
+                have = false, m.step = -1;
+            free(img);
+            train_run(&g, &d, path, 25, true, NULL, &st, resumed, &err);
+            intact += st == POET_OK && m.step >= 0 && strcmp(whole, resumed) == 0;
+        }
+    printf("checkpoints: %d runs stopped by a storage fault, %d resumed to the uninterrupted weights\n", runs, intact);
+    CHECK(runs >= 12 && intact == runs);
     unlink(path);
     rmdir(dir);
     poet_dataset_free(&d);

@@ -237,6 +237,8 @@ static int report(const run *r, const train_args *a, const poet_train_report *tr
     cJSON_AddNumberToObject(o, "planned_energy_per_step_j", r->sim.energy_j);
     cJSON_AddNumberToObject(o, "planned_time_per_step_s", r->sim.time_with_paging_s);
     cJSON_AddNumberToObject(o, "host_seconds", tr->host_seconds);
+    cJSON_AddNumberToObject(o, "host_step_seconds", tr->step_seconds);
+    cJSON_AddNumberToObject(o, "host_eval_seconds", tr->eval_seconds);
     cJSON_AddNumberToObject(o, "host_kernel_seconds", s->host_compute_s);
     cJSON_AddNumberToObject(o, "host_wait_seconds", s->host_wait_s);
     cJSON *ops = cJSON_AddObjectToObject(o, "host_kernel_seconds_by_op");

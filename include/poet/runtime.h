@@ -174,6 +174,8 @@ typedef struct poet_train_report {
     double final_loss;        /* of the last step */
     double test_loss, test_accuracy;
     double host_seconds;      /* this process's training and evaluation */
+    double step_seconds;      /* of which training steps */
+    double eval_seconds;      /* of which test-set evaluation */
 } poet_train_report;
 
 /* Trains e on d: shuffles each epoch from (engine seed, epoch), drops the last

@@ -20,6 +20,7 @@ typedef struct loop {
     int *idx;     /* rows */
     float *x;
     int32_t *y;
+    double step_s, eval_s;
 } loop;
 
 static double now_s(void)
@@ -62,7 +63,7 @@ static void gather(loop *l, const float *xs, const int32_t *ys, const int *idx)
 /* The whole test set; the last batch is padded with its first example. */
 static poet_status evaluate(loop *l, double *loss, double *accuracy, poet_err *err)
 {
-    double s = 0;
+    double s = 0, t0 = now_s();
     long ok = 0;
     for (int at = 0; at < l->d->n_test; at += l->rows) {
         int n = l->d->n_test - at < l->rows ? l->d->n_test - at : l->rows;
@@ -77,6 +78,7 @@ static poet_status evaluate(loop *l, double *loss, double *accuracy, poet_err *e
     }
     *loss = s / l->d->n_test;
     *accuracy = (double)ok / l->d->n_test;
+    l->eval_s += now_s() - t0;
     return POET_OK;
 }
 
@@ -130,7 +132,10 @@ static poet_status run(loop *l, poet_train_report *r, poet_err *err)
         if (shuffled != epoch) shuffle(l, epoch), shuffled = epoch;
         memcpy(l->idx, l->order + batch * l->rows, (size_t)l->rows * sizeof(int));
         gather(l, l->d->train_x, l->d->train_y, l->idx);
-        if ((st = poet_engine_step(l->e, l->x, l->y, &p.loss, err))) return st;
+        double t0 = now_s();
+        st = poet_engine_step(l->e, l->x, l->y, &p.loss, err);
+        l->step_s += now_s() - t0;
+        if (st) return st;
         step++, batch++;
         loss_sum += p.loss, loss_n++;
         bool epoch_end = batch == l->batches, last = step == total;
@@ -174,6 +179,8 @@ poet_status poet_train(poet_engine *e, const poet_dataset *d, const poet_train_o
     else
         st = run(&l, r, err);
     r->host_seconds = now_s() - t0;
+    r->step_seconds = l.step_s;
+    r->eval_seconds = l.eval_s;
     free(l.order), free(l.idx), free(l.x), free(l.y);
     return st;
 }
