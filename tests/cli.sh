@@ -217,6 +217,16 @@ refuse "plan-only model" "plan-only" "$poet" train --model resnet18 --device m4 
 refuse "unknown data set" "unknown data set" "$poet" train --model cnn_digits --device m4 --budget 100% --data mnist
 refuse "missing data set" "python3-sklearn" "$poet" train --model cnn_digits --device m4 --budget 100% \
     --data-dir "$tmp/nowhere"
+mkdir -p "$tmp/baddata"
+printf 'not an idx file at all' | gzip >"$tmp/baddata/train-images-idx3-ubyte.gz"
+refuse "garbage Fashion-MNIST file" "not an IDX file" "$poet" train --model cnn_fashion --device m4 --budget 100% \
+    --data-dir "$tmp/baddata"
+printf '1,2,3\n' | gzip >"$tmp/baddata/digits.csv.gz"
+refuse "garbage digits file" "expected 64 values" "$poet" train --model cnn_digits --device m4 --budget 100% \
+    --data-dir "$tmp/baddata"
+head -c 100 /dev/urandom >"$tmp/baddata/digits.csv.gz"
+refuse "binary garbage digits file" "digits.csv.gz" "$poet" train --model cnn_digits --device m4 --budget 100% \
+    --data-dir "$tmp/baddata"
 refuse "wrong data for model" "values and" "$poet" train --model cnn_fashion --device m4 --budget 100% --data digits
 refuse "infeasible training budget" "at least" "$poet" train --model cnn_digits --device m4 --budget 10%
 refuse "resume without checkpoint" "--resume needs" "$poet" train --model cnn_digits --device m4 --budget 100% --resume

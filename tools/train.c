@@ -175,6 +175,7 @@ static int start_engine(run *r, const parsed *q)
 
 typedef struct progress_ctx {
     bool bar, lines;
+    cJSON *epochs; /* per epoch: train loss, test loss and accuracy */
 } progress_ctx;
 
 static void on_progress(void *ctx, const poet_train_progress *p)
@@ -186,12 +187,21 @@ static void on_progress(void *ctx, const poet_train_progress *p)
                 "==============================", width - done, "", p->batch, p->batches, p->loss);
         if (p->epoch_done) fputc('\n', stderr);
     }
+    if (p->epoch_done && c->epochs) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "epoch", p->epoch);
+        cJSON_AddNumberToObject(o, "step", (double)p->step);
+        cJSON_AddNumberToObject(o, "train_loss", p->train_loss);
+        cJSON_AddNumberToObject(o, "test_loss", p->test_loss);
+        cJSON_AddNumberToObject(o, "test_accuracy", p->test_accuracy);
+        cJSON_AddItemToArray(c->epochs, o);
+    }
     if (p->epoch_done && (c->bar || c->lines))
         fprintf(stderr, "epoch %d: train loss %.4f, test loss %.4f, test accuracy %.2f%%\n", p->epoch, p->train_loss,
                 p->test_loss, 100 * p->test_accuracy);
 }
 
-static int report(const run *r, const train_args *a, const poet_train_report *tr, bool json)
+static int report(const run *r, const train_args *a, const poet_train_report *tr, cJSON *epochs, bool json)
 {
     const poet_engine_stats *s = poet_engine_get_stats(r->e);
     char sha[65];
@@ -210,6 +220,7 @@ static int report(const run *r, const train_args *a, const poet_train_report *tr
         printf("  device energy %.6g J (%.6g J per step planned); host %.2f s (kernels %.2f s, waiting %.2f s)\n",
                s->device_energy_j, r->sim.energy_j, tr->host_seconds, s->host_compute_s, s->host_wait_s);
         printf("  weights sha256 %s\n", sha);
+        cJSON_Delete(epochs);
         return 0;
     }
     cJSON *o = cJSON_CreateObject();
@@ -234,6 +245,8 @@ static int report(const run *r, const train_args *a, const poet_train_report *tr
     cJSON_AddNumberToObject(o, "paged_in_bytes", (double)s->paged_in_bytes);
     cJSON_AddNumberToObject(o, "recomputations", (double)s->recomputations);
     cJSON_AddNumberToObject(o, "device_energy_j", s->device_energy_j);
+    cJSON_AddNumberToObject(o, "device_compute_s", s->device_compute_s);
+    cJSON_AddNumberToObject(o, "device_transfer_s", s->device_transfer_s);
     cJSON_AddNumberToObject(o, "planned_energy_per_step_j", r->sim.energy_j);
     cJSON_AddNumberToObject(o, "planned_time_per_step_s", r->sim.time_with_paging_s);
     cJSON_AddNumberToObject(o, "host_seconds", tr->host_seconds);
@@ -241,6 +254,7 @@ static int report(const run *r, const train_args *a, const poet_train_report *tr
     cJSON_AddNumberToObject(o, "host_eval_seconds", tr->eval_seconds);
     cJSON_AddNumberToObject(o, "host_kernel_seconds", s->host_compute_s);
     cJSON_AddNumberToObject(o, "host_wait_seconds", s->host_wait_s);
+    cJSON_AddItemToObject(o, "epochs", epochs ? epochs : cJSON_CreateArray());
     cJSON *ops = cJSON_AddObjectToObject(o, "host_kernel_seconds_by_op");
     for (int k = 0; k < POET_OP_COUNT; k++)
         if (s->host_op_s[k] > 0) cJSON_AddNumberToObject(ops, poet_op_name((poet_op)k), s->host_op_s[k]);
@@ -275,11 +289,15 @@ int cmd_train(int argc, char **argv)
         rc = lib_error(&err);
     if (!rc) rc = start_engine(&r, &q);
     if (!rc) {
-        progress_ctx pc = {isatty(2) && !a.quiet, !isatty(2) && !a.quiet && !a.json};
+        progress_ctx pc = {isatty(2) && !a.quiet, !isatty(2) && !a.quiet && !a.json, cJSON_CreateArray()};
         poet_train_options o = {q.epochs, q.steps, a.checkpoint ? r.ckpt : NULL, q.every, a.resume, on_progress, &pc};
         poet_train_report tr;
-        if (poet_train(r.e, &r.d, &o, &tr, &err)) rc = lib_error(&err);
-        else rc = report(&r, &a, &tr, a.json);
+        if (poet_train(r.e, &r.d, &o, &tr, &err)) {
+            rc = lib_error(&err);
+            cJSON_Delete(pc.epochs);
+        } else {
+            rc = report(&r, &a, &tr, pc.epochs, a.json);
+        }
     }
     run_free(&r);
     return rc;

@@ -70,6 +70,8 @@ typedef struct poet_engine_stats {
     uint64_t paged_out_bytes, paged_in_bytes;
     long recomputations, page_outs, page_ins, steps;
     double device_energy_j;      /* what the device profile says these steps cost */
+    double device_compute_s;     /* the device's compute time for these steps */
+    double device_transfer_s;    /* its page-in and page-out time (overlappable with compute) */
     double host_compute_s;       /* kernels */
     double host_wait_s;          /* waiting for transfers */
     double host_op_s[POET_OP_COUNT]; /* kernels by op (backward under its forward op) */

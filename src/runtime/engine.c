@@ -295,10 +295,12 @@ static poet_status transfer(poet_engine *e, const poet_instr *in, poet_err *err)
     if (out) {
         e->pending[in->buffer] = ticket;
         e->stats.page_outs++, e->stats.paged_out_bytes += b->bytes, e->stats.device_energy_j += c->pageout_j;
+        e->stats.device_transfer_s += c->pageout_s;
     } else {
         e->live[in->node] = in->buffer;
         touch(e, b);
         e->stats.page_ins++, e->stats.paged_in_bytes += b->bytes, e->stats.device_energy_j += c->pagein_j;
+        e->stats.device_transfer_s += c->pagein_s;
     }
     return POET_OK;
 }
@@ -315,6 +317,7 @@ static poet_status run_instr(poet_engine *e, const poet_instr *in, poet_err *err
             return poet_fail(err, POET_ERR_UNSUPPORTED, "runtime: no kernel for node '%s'", e->g->nodes[in->node].name);
         if (in->stage != in->node) e->stats.recomputations++;
         e->stats.device_energy_j += e->p->inst->nodes[in->node].compute_j;
+        e->stats.device_compute_s += e->p->inst->nodes[in->node].time_s;
         return POET_OK;
     case POET_I_FREE: {
         poet_status st = POET_OK;
