@@ -168,6 +168,18 @@ refuse "both variants" "leave only keep-all" "$poet" plan --model linear --devic
 refuse "bad threads" "--threads" "$poet" plan --model linear --device m4 --budget 60% --planner milp --threads 0
 ls "$tmp" | grep -q 'tmp' && { failed=$((failed + 1)); echo "FAIL: a temporary file was left behind"; }
 
+# ---- budget sweeps ----
+ok "sweep" "$poet" sweep --instance "$data/reference/linear__m4.json" --points 3 --json --svg "$tmp/sweep.svg"
+has "sweep draws" '<polyline' "$tmp/sweep.svg"
+has "sweep has proven points" '"status":[[:space:]]*"optimal"' "$tmp/out"
+if grep -q '"validated":[[:space:]]*false' "$tmp/out" && ! grep -q '"status":[[:space:]]*"infeasible"\|"unknown"' "$tmp/out"; then
+    failed=$((failed + 1)); echo "FAIL: a sweep point with a schedule was not validated"
+else passed=$((passed + 1)); fi
+refuse "sweep bad points" "--points" "$poet" sweep --model linear --device m4 --points 1
+refuse "sweep unknown series" "--series" "$poet" sweep --model linear --device m4 --series joint,magic
+refuse "sweep bad factors" "--runtime-factor" "$poet" sweep --model linear --device m4 --runtime-factor 1.5,0.2
+refuse "sweep inverted range" "--to" "$poet" sweep --model linear --device m4 --from 90% --to 60%
+
 # ---- training (needs python3-sklearn's digits; scripts/deps.sh --test installs it) ----
 sha_of() { sed -n 's/.*"weights_sha256":[[:space:]]*"\([0-9a-f]*\)".*/\1/p' "$1"; }
 ok "train keep-all" "$poet" train --model cnn_digits --device m4 --budget 100% --steps 60 --json --quiet
@@ -197,8 +209,10 @@ cp "$tmp/out" "$tmp/train-full.json"
 pid=$!
 for _ in $(seq 1 300); do [ -e "$tmp/ck/checkpoint.poet" ] && break; sleep 0.02; done
 sleep 0.3
-kill -9 "$pid" 2>/dev/null
-wait "$pid" 2>/dev/null
+{
+    kill -9 "$pid"
+    wait "$pid"
+} 2>/dev/null # no "Killed" notice from the shell
 killed=$?
 ok "train resumed" "$poet" train --model cnn_digits --device m4 --budget 100% --steps 2500 --json --quiet \
     --checkpoint "$tmp/ck" --checkpoint-every 20 --resume

@@ -84,3 +84,25 @@ bool parse_budget(const char *s, uint64_t keep_all, uint64_t *out)
     return true;
 }
 
+
+/* Loads the costed graph named by --model/--device/--batch or --instance. */
+int load_instance(const char *cmd, const char *model, const char *device, const char *batch,
+                         const char *instance, poet_instance *inst)
+{
+    poet_err err = {0};
+    if (!model == !instance) return usage_error(cmd, "give exactly one of --model and --instance", NULL);
+    if (instance) {
+        if (device || batch) return usage_error(cmd, "--device and --batch apply to --model only", NULL);
+        return poet_instance_read_file(instance, inst, &err) ? lib_error(&err) : 0;
+    }
+    if (!device) return usage_error(cmd, "--model needs --device", NULL);
+    int b = 0;
+    if (batch && !parse_int(batch, 1, 65536, &b)) return usage_error(cmd, "--batch must be 1 to 65536, got", batch);
+    poet_device dev;
+    poet_graph g;
+    if (poet_device_find(device, &dev, &err) || poet_zoo_build(model, b, &g, &err)) return lib_error(&err);
+    poet_status st = poet_instance_from_graph(&g, &dev, inst, &err);
+    poet_graph_free(&g);
+    return st ? lib_error(&err) : 0;
+}
+

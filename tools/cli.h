@@ -30,7 +30,11 @@ typedef struct opt {
 
 int parse_opts(const char *cmd, int argc, char **argv, opt *opts, bool *help);
 
-/* poet train */
+/* The costed graph named by --model/--device/--batch or --instance; 0 or an exit code. */
+int load_instance(const char *cmd, const char *model, const char *device, const char *batch, const char *instance,
+                  poet_instance *inst);
+
 int cmd_train(int argc, char **argv);
+int cmd_sweep(int argc, char **argv);
 
 #endif

@@ -114,27 +114,6 @@ static const char GRAPH_HELP[] =
     "  --dot FILE     write the graph for Graphviz\n"
     "  --out FILE     write the costed graph in poet's own format\n";
 
-/* Loads the costed graph named by --model/--device/--batch or --instance. */
-static int load_instance(const char *cmd, const char *model, const char *device, const char *batch,
-                         const char *instance, poet_instance *inst)
-{
-    poet_err err = {0};
-    if (!model == !instance) return usage_error(cmd, "give exactly one of --model and --instance", NULL);
-    if (instance) {
-        if (device || batch) return usage_error(cmd, "--device and --batch apply to --model only", NULL);
-        return poet_instance_read_file(instance, inst, &err) ? lib_error(&err) : 0;
-    }
-    if (!device) return usage_error(cmd, "--model needs --device", NULL);
-    int b = 0;
-    if (batch && !parse_int(batch, 1, 65536, &b)) return usage_error(cmd, "--batch must be 1 to 65536, got", batch);
-    poet_device dev;
-    poet_graph g;
-    if (poet_device_find(device, &dev, &err) || poet_zoo_build(model, b, &g, &err)) return lib_error(&err);
-    poet_status st = poet_instance_from_graph(&g, &dev, inst, &err);
-    poet_graph_free(&g);
-    return st ? lib_error(&err) : 0;
-}
-
 static void print_bytes(const char *label, double bytes)
 {
     const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -636,6 +615,7 @@ static const command COMMANDS[] = {
     {"show", cmd_show, "draw a saved schedule (SVG, PNG)"},
     {"encode", cmd_encode, "write a schedule in the compact binary form for devices"},
     {"decode", cmd_decode, "write a binary schedule as JSON"},
+    {"sweep", cmd_sweep, "plan one model over a range of budgets and draw the energy-memory frontier"},
     {"train", cmd_train, "plan a schedule for a budget and train a model under it on real data"},
 };
 

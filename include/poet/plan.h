@@ -57,6 +57,35 @@ poet_status poet_plan(const char *planner, const poet_problem *p, const poet_pla
                       poet_err *err);
 void poet_plan_result_free(poet_plan_result *r);
 
+/* ---- budget sweeps: the energy-versus-memory frontier ---- */
+typedef struct poet_sweep_series {
+    const char *label;   /* e.g. "joint", "remat-only" */
+    const char *planner; /* a registered planner */
+    bool no_paging, no_remat;
+} poet_sweep_series;
+
+typedef struct poet_sweep_point {
+    int series;
+    uint64_t budget_bytes;
+    double runtime_factor;
+    poet_plan_status status;
+    bool validated;         /* a schedule that passed the validator */
+    double energy_j;        /* NAN without a schedule */
+    double lower_bound_j;   /* NAN when the planner has none */
+    double time_with_paging_s, solve_seconds;
+    uint64_t peak_ram_bytes;
+    int recomputations, page_ins, page_outs;
+} poet_sweep_point;
+
+/* Plans inst with every series at every budget and runtime factor (in that
+ * nesting: factor, budget, series) and simulates each schedule; out holds
+ * n_factors * n_budgets * n_series points. progress (may be NULL) is called
+ * after each point. */
+poet_status poet_sweep(const poet_instance *inst, const poet_sweep_series *series, int n_series,
+                       const uint64_t *budgets, int n_budgets, const double *factors, int n_factors,
+                       const poet_plan_options *o, poet_sweep_point *out,
+                       void (*progress)(void *ctx, const poet_sweep_point *pt), void *ctx, poet_err *err);
+
 #ifdef __cplusplus
 }
 #endif
