@@ -293,9 +293,9 @@ static const char PLAN_HELP[] =
     "time, default 1.5), validates the schedule and reports its energy, memory\n"
     "and time. --out saves the schedule with its graph for simulate and show.\n"
     "An infeasible budget is a result: status infeasible, with the reason.\n"
-    "  --planner NAME    see poet planners (default: portfolio)\n"
-    "  --time-limit S    wall-clock limit of the solver (milp: default 300 s)\n"
-    "  --no-paging       remat only; --no-remat: paging only (milp)\n"
+    "  --planner NAME    see poet planners (default: fast)\n"
+    "  --time-limit S    wall-clock limit of the planner (fast: 60 s, milp: 300 s)\n"
+    "  --no-paging       remat only; --no-remat: paging only (fast, milp)\n"
     "  --threads N       solver threads; --deterministic: fixed seeds\n"
     "  --quiet           no progress line on stderr\n"
     "  --write-mps FILE  milp: write the model (FILE.mps) for other solvers\n";

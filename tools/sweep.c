@@ -1,6 +1,7 @@
 #define _POSIX_C_SOURCE 200809L
-/* poet sweep: the energy-versus-memory frontier of one model, for the exact
- * joint planner, its remat-only and paging-only variants, and the baselines. */
+/* poet sweep: the energy-versus-memory frontier of one model, for the fast
+ * certified planner, its remat-only and paging-only variants, and the
+ * baselines. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,12 +18,12 @@ static const char SWEEP_HELP[] =
     "feasible budget) to --to (default 100% of the keep-all peak), for each\n"
     "runtime factor (default 1.5), with every series; validates and simulates\n"
     "each schedule, prints energy relative to full-memory training, and draws\n"
-    "the frontier (--svg). Series: joint, remat-only, paging-only (POET's MILP,\n"
-    "and the same with paging or rematerialization switched off), or any\n"
-    "planner name; default joint,remat-only,paging-only,chen-sqrt,remat-dtr,\n"
-    "paging,hybrid.\n"
+    "the frontier (--svg). Series: joint, remat-only, paging-only (the fast\n"
+    "certified planner, and the same with paging or rematerialization switched\n"
+    "off), or any planner name; default joint,remat-only,paging-only,chen-sqrt,\n"
+    "remat-dtr,paging,hybrid.\n"
     "  --points N        2 to 100 (default 8)\n"
-    "  --time-limit S    per exact (MILP) point, default 10 s\n";
+    "  --time-limit S    per point for fast and milp, default 10 s\n";
 
 enum { MAX_SERIES = 16, MAX_FACTORS = 8 };
 
@@ -37,9 +38,9 @@ static int parse_series(const char *list, poet_sweep_series *out, char *store, s
     for (char *tok = strtok(store, ","); tok; tok = strtok(NULL, ",")) {
         if (n == MAX_SERIES) return -1;
         poet_sweep_series s = {tok, tok, false, false};
-        if (strcmp(tok, "joint") == 0) s.planner = "milp";
-        else if (strcmp(tok, "remat-only") == 0) s.planner = "milp", s.no_paging = true;
-        else if (strcmp(tok, "paging-only") == 0) s.planner = "milp", s.no_remat = true;
+        if (strcmp(tok, "joint") == 0) s.planner = "fast";
+        else if (strcmp(tok, "remat-only") == 0) s.planner = "fast", s.no_paging = true;
+        else if (strcmp(tok, "paging-only") == 0) s.planner = "fast", s.no_remat = true;
         else if (!poet_planner_find(tok)) return -2 - n;
         out[n++] = s;
     }
@@ -114,9 +115,9 @@ static void draw(FILE *f, const frontier *fr)
                    "peak (%llu B)</text>\n", M + pw / 2, top + ph + 36, (unsigned long long)fr->p0->keep_all_peak_bytes);
         for (int s = 0; s < fr->n_series; s++) {
             const char *c = COLORS[s % (int)(sizeof COLORS / sizeof *COLORS)];
-            /* exact planners solid, baselines dashed */
+            /* planners with variants solid, baselines dashed */
             fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.8\"%s points=\"", c,
-                    strcmp(fr->series[s].planner, "milp") ? " stroke-dasharray=\"6 3\"" : "");
+                    poet_planner_find(fr->series[s].planner)->variants ? "" : " stroke-dasharray=\"6 3\"");
             for (int b = 0; b < fr->n_budgets; b++) {
                 const poet_sweep_point *pt = point(fr, fi, b, s);
                 if (pt->validated)

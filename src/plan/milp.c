@@ -487,7 +487,7 @@ static void quiet_solve(Cbc_Model *cbc)
 }
 
 /* The best baseline schedule that respects the variant, or none. */
-static bool warm_start(const poet_problem *p, bool paging, bool remat, poet_schedule *best)
+bool plan_best_baseline(const poet_problem *p, bool paging, bool remat, poet_schedule *best)
 {
     greedy_mode modes[] = {GREEDY_KEEP, GREEDY_REMAT, GREEDY_PAGING, GREEDY_HYBRID, GREEDY_CHEN};
     double best_j = INFINITY;
@@ -512,6 +512,14 @@ static bool warm_start(const poet_problem *p, bool paging, bool remat, poet_sche
     return found;
 }
 
+/* Whether a is a valid schedule with less energy than b (or b is NULL). */
+static bool better_start(const poet_problem *p, const poet_schedule *a, const poet_schedule *b)
+{
+    poet_sim sa, sb;
+    if (poet_schedule_validate(p, a, NULL) || poet_simulate(p, a, &sa, NULL, NULL)) return false;
+    return !b || poet_simulate(p, b, &sb, NULL, NULL) || sa.energy_j < sb.energy_j;
+}
+
 static poet_status solve(const poet_problem *p, const milp_options *mo, const poet_plan_options *o,
                          poet_plan_result *r, poet_err *err)
 {
@@ -526,7 +534,11 @@ static poet_status solve(const poet_problem *p, const milp_options *mo, const po
     }
     if (o->write_mps) Cbc_writeMps(cbc, o->write_mps); /* CBC appends .mps */
     poet_schedule start;
-    bool have_start = warm_start(p, mo->paging, mo->remat, &start);
+    bool have_start = plan_best_baseline(p, mo->paging, mo->remat, &start);
+    if (mo->start && better_start(p, mo->start, have_start ? &start : NULL)) {
+        if (have_start) poet_schedule_free(&start);
+        have_start = !poet_schedule_copy(&start, mo->start, NULL);
+    }
     if (have_start) mip_start(cbc, &m, &start);
     /* the limit covers the whole planner, warm start and model included */
     double seconds = limit_s(o) - (plan_wall_s() - started);
@@ -613,6 +625,27 @@ static void smallest_budget(const poet_problem *p, const milp_options *mo, doubl
     model_free(&m);
 }
 
+double milp_lp_bound(const poet_problem *p, const milp_options *mo, double seconds)
+{
+    model m;
+    if (model_build(&m, p, mo->paging, mo->remat, false, NULL)) return NAN;
+    Cbc_Model *cbc = to_cbc(&m);
+    double bound = NAN;
+    if (cbc) {
+        for (int c = 0; c < m.lp.n_cols; c++)
+            if (m.lp.is_int[c]) Cbc_setContinuous(cbc, c);
+        poet_plan_options o = {.time_limit_s = seconds, .threads = 1, .quiet = true, .deterministic = true};
+        set_params(cbc, &o, seconds > 1 ? seconds : 1);
+        Cbc_setLogLevel(cbc, 0);
+        quiet_solve(cbc);
+        /* a margin for the LP's tolerances, so that the bound stays a bound */
+        if (Cbc_isProvenOptimal(cbc)) bound = Cbc_getObjValue(cbc) / m.obj_scale * (1 - 1e-7);
+        Cbc_deleteModel(cbc);
+    }
+    model_free(&m);
+    return bound;
+}
+
 /* Solved, but placement needs more than the budget: solve against budgets
  * reduced by the excess (the first solve's bound still holds for the budget
  * asked for); failing that, the best baseline. Never reports a tighter
@@ -651,7 +684,7 @@ static poet_status fit_placement(const poet_problem *p, const milp_options *mo, 
     if (r->schedule.T && poet_schedule_validate(p, &r->schedule, &why)) {
         poet_plan_result_free(r);
         memset(r, 0, sizeof *r);
-        r->status = warm_start(p, mo->paging, mo->remat, &r->schedule) ? POET_PLAN_FEASIBLE : POET_PLAN_UNKNOWN;
+        r->status = plan_best_baseline(p, mo->paging, mo->remat, &r->schedule) ? POET_PLAN_FEASIBLE : POET_PLAN_UNKNOWN;
         snprintf(r->note, sizeof r->note, "CBC's schedules did not place within the budget; %s",
                  r->schedule.T ? "reporting the best baseline" : "no baseline did either");
     }

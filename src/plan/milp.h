@@ -6,6 +6,7 @@
 
 typedef struct milp_options {
     bool paging, remat;
+    const poet_schedule *start; /* a MIP start besides the best baseline, or NULL */
 } milp_options;
 
 /* Monotonic wall-clock seconds, for every planner's timing. */
@@ -13,5 +14,13 @@ double plan_wall_s(void);
 
 poet_status milp_plan(const poet_problem *p, const milp_options *mo, const poet_plan_options *o,
                       poet_plan_result *r, poet_err *err);
+
+/* The baseline schedule with the least energy that respects the variant. */
+bool plan_best_baseline(const poet_problem *p, bool paging, bool remat, poet_schedule *best);
+
+/* The optimum of the LP relaxation, less a margin for its tolerances: a
+ * lower bound on the energy of every schedule; NAN when not solved within
+ * seconds or out of memory. */
+double milp_lp_bound(const poet_problem *p, const milp_options *mo, double seconds);
 
 #endif

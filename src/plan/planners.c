@@ -6,6 +6,7 @@
 
 #include "greedy.h"
 #include "milp.h"
+#include "retain.h"
 
 #define GREEDY_PLANNER(fn, mode)                                                                          \
     static poet_status fn(const poet_problem *p, const poet_plan_options *o, poet_plan_result *r, poet_err *err) \
@@ -58,11 +59,90 @@ static poet_status plan_portfolio(const poet_problem *p, const poet_plan_options
 
 static poet_status plan_milp(const poet_problem *p, const poet_plan_options *o, poet_plan_result *r, poet_err *err)
 {
-    milp_options mo = {!o->no_paging, !o->no_remat};
+    milp_options mo = {!o->no_paging, !o->no_remat, NULL};
     return milp_plan(p, &mo, o, r, err);
 }
 
+enum { POLISH_MAX_NODES = 64 };
+
+/* On small graphs, the exact MILP started from the schedule found, in half
+ * the time left: it closes what gap remains, or proves the schedule optimal. */
+static poet_status polish(const poet_problem *p, const poet_plan_options *o, double started, poet_plan_result *r,
+                          poet_err *err)
+{
+    double limit = o->time_limit_s > 0 ? o->time_limit_s : 60, left = limit - (plan_wall_s() - started);
+    if (r->status == POET_PLAN_OPTIMAL || p->T > POLISH_MAX_NODES || left < 1) return POET_OK;
+    poet_plan_options again = *o;
+    again.time_limit_s = left / 2;
+    milp_options mo = {!o->no_paging, !o->no_remat, r->schedule.T ? &r->schedule : NULL};
+    poet_plan_result m;
+    memset(&m, 0, sizeof m);
+    m.lower_bound_j = NAN;
+    poet_status st = milp_plan(p, &mo, &again, &m, err);
+    if (st) return st;
+    poet_sim sm, sr;
+    bool have_m = (m.status == POET_PLAN_OPTIMAL || m.status == POET_PLAN_FEASIBLE) &&
+                  !poet_schedule_validate(p, &m.schedule, NULL) && !poet_simulate(p, &m.schedule, &sm, NULL, NULL);
+    bool have_r = r->schedule.T && !poet_simulate(p, &r->schedule, &sr, NULL, NULL);
+    double bound = r->lower_bound_j;
+    if (isfinite(m.lower_bound_j) && (!isfinite(bound) || m.lower_bound_j > bound)) bound = m.lower_bound_j;
+    if (!have_m && !have_r) { /* the MILP's word stands: infeasible, or unknown */
+        poet_plan_result_free(r);
+        *r = m;
+        return POET_OK;
+    }
+    if (have_m && (!have_r || sm.energy_j <= sr.energy_j)) {
+        poet_plan_result_free(r);
+        *r = m;
+        have_r = true, sr = sm;
+    } else {
+        poet_plan_result_free(&m);
+    }
+    if (!have_r) return POET_OK;
+    r->lower_bound_j = bound < sr.energy_j ? bound : sr.energy_j;
+    r->status = sr.energy_j <= r->lower_bound_j * (1 + 1e-12) || r->status == POET_PLAN_OPTIMAL ? POET_PLAN_OPTIMAL
+                                                                                               : POET_PLAN_FEASIBLE;
+    return POET_OK;
+}
+
+/* The retention model, the best baseline, and the LP bound (src/plan/retain.c). */
+static poet_status plan_fast(const poet_problem *p, const poet_plan_options *o, poet_plan_result *r, poet_err *err)
+{
+    double started = plan_wall_s(), limit = o->time_limit_s > 0 ? o->time_limit_s : 60;
+    bool remat = !o->no_remat, paging = !o->no_paging;
+    poet_schedule a, b;
+    bool have_a = false, have_b = plan_best_baseline(p, paging, remat, &b);
+    poet_status st = retain_plan(p, remat, paging, 0.4 * limit, &a, &have_a, err);
+    if (st) {
+        if (have_b) poet_schedule_free(&b);
+        return st;
+    }
+    poet_sim sa, sb;
+    if (have_a && poet_simulate(p, &a, &sa, NULL, NULL)) poet_schedule_free(&a), have_a = false;
+    if (have_b && poet_simulate(p, &b, &sb, NULL, NULL)) poet_schedule_free(&b), have_b = false;
+    if (have_a && have_b && sb.energy_j < sa.energy_j) poet_schedule_free(&a), have_a = false;
+    if (have_a && have_b) poet_schedule_free(&b), have_b = false;
+    if (!have_a && !have_b) {
+        r->status = POET_PLAN_UNKNOWN;
+        snprintf(r->note, sizeof r->note, "neither the retention model nor a baseline met the budgets");
+        return polish(p, o, started, r, err);
+    }
+    r->schedule = have_a ? a : b;
+    double energy = have_a ? sa.energy_j : sb.energy_j, bound = p->full_memory_energy_j;
+    if (energy > bound * (1 + 1e-12)) { /* only then is a bound above full-memory energy worth its LP */
+        milp_options mo = {paging, remat, NULL};
+        double lp = milp_lp_bound(p, &mo, limit - (plan_wall_s() - started));
+        if (isfinite(lp) && lp > bound) bound = lp;
+        else if (!isfinite(lp)) snprintf(r->note, sizeof r->note, "the LP bound was not reached in time");
+    }
+    r->lower_bound_j = bound < energy ? bound : energy;
+    r->status = energy <= r->lower_bound_j * (1 + 1e-12) ? POET_PLAN_OPTIMAL : POET_PLAN_FEASIBLE;
+    return polish(p, o, started, r, err);
+}
+
 static const poet_planner_def PLANNERS[] = {
+    {"fast", "retention MILP (keep, recompute once or page once per tensor) with the LP bound: a certified gap in "
+             "seconds", true, plan_fast},
     {"milp", "POET's MILP on COIN-OR CBC: optimal, or the best found with a certified gap", true, plan_milp},
     {"keep-all", "no rematerialization, no paging: ordinary training", false, plan_keep_all},
     {"chen-sqrt", "checkpoint every sqrt(n) forward tensors, recompute the rest once (Chen et al. 2016)", false,
@@ -80,7 +160,7 @@ enum { N_PLANNERS = (int)(sizeof PLANNERS / sizeof *PLANNERS) };
 
 int poet_planner_count(void) { return N_PLANNERS; }
 const poet_planner_def *poet_planner_info(int i) { return i >= 0 && i < N_PLANNERS ? &PLANNERS[i] : NULL; }
-const char *poet_planner_default(void) { return "portfolio"; }
+const char *poet_planner_default(void) { return "fast"; }
 
 const poet_planner_def *poet_planner_find(const char *name)
 {
