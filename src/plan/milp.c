@@ -474,7 +474,7 @@ static void set_params(Cbc_Model *cbc, const poet_plan_options *o, double second
 /* CBC's driver prints its log on standard output, which belongs to the
  * caller (poet plan --json writes its result there): silence it for the
  * solve; progress comes through the message callback instead. */
-static void quiet_solve(Cbc_Model *cbc)
+void milp_quiet_solve(Cbc_Model *cbc)
 {
     fflush(stdout);
     int saved = dup(1), null = open("/dev/null", O_WRONLY);
@@ -553,7 +553,7 @@ static poet_status solve(const poet_problem *p, const milp_options *mo, const po
     bool ticking = !g.quiet && pthread_create(&tick, NULL, ticker, &g) == 0;
     g_progress = &g;
     Cbc_registerCallBack(cbc, on_message);
-    quiet_solve(cbc);
+    milp_quiet_solve(cbc);
     g_progress = NULL;
     g.done = true;
     if (ticking) pthread_join(tick, NULL);
@@ -615,7 +615,7 @@ static void smallest_budget(const poet_problem *p, const milp_options *mo, doubl
         poet_plan_options o = {.time_limit_s = seconds, .threads = 1, .quiet = true, .deterministic = true};
         set_params(cbc, &o, seconds);
         Cbc_setLogLevel(cbc, 0);
-        quiet_solve(cbc);
+        milp_quiet_solve(cbc);
         /* M is in units of the keep-all peak */
         double b = Cbc_getBestPossibleObjValue(cbc) / m.mem_scale;
         if (isfinite(b) && b > (double)*lo) *lo = (uint64_t)ceil(b - 1e-3);
@@ -637,7 +637,7 @@ double milp_lp_bound(const poet_problem *p, const milp_options *mo, double secon
         poet_plan_options o = {.time_limit_s = seconds, .threads = 1, .quiet = true, .deterministic = true};
         set_params(cbc, &o, seconds > 1 ? seconds : 1);
         Cbc_setLogLevel(cbc, 0);
-        quiet_solve(cbc);
+        milp_quiet_solve(cbc);
         /* a margin for the LP's tolerances, so that the bound stays a bound */
         if (Cbc_isProvenOptimal(cbc)) bound = Cbc_getObjValue(cbc) / m.obj_scale * (1 - 1e-7);
         Cbc_deleteModel(cbc);

@@ -14,13 +14,10 @@
  * The LP relaxation of the full MILP gives the certified lower bound. */
 #define _POSIX_C_SOURCE 200809L
 #include <coin/Cbc_C_Interface.h>
-#include <fcntl.h>
-#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "../schedule/internal.h"
 #include "greedy.h"
@@ -139,23 +136,22 @@ static void materialize(const retain *rt, poet_schedule *s)
 
 typedef struct rows {
     int n, cap, nnz, nnz_cap;
-    double *lo, *hi;
+    double *hi; /* every row is "<= hi" */
     int *row, *col;
     double *val;
     bool oom;
 } rows;
 
-static int row_new(rows *r, double lo, double hi)
+static int row_new(rows *r, double hi)
 {
     if (r->n == r->cap) {
         int cap = r->cap ? 2 * r->cap : 256;
-        double *a = realloc(r->lo, (size_t)cap * sizeof *a), *b = a ? realloc(r->hi, (size_t)cap * sizeof *b) : NULL;
-        if (a) r->lo = a;
-        if (b) r->hi = b;
-        if (!a || !b) return r->oom = true, -1;
+        double *b = realloc(r->hi, (size_t)cap * sizeof *b);
+        if (!b) return r->oom = true, -1;
+        r->hi = b;
         r->cap = cap;
     }
-    r->lo[r->n] = lo, r->hi[r->n] = hi;
+    r->hi[r->n] = hi;
     return r->n++;
 }
 
@@ -179,7 +175,7 @@ static void row_add(rows *r, int row, int col, double v)
     r->nnz++;
 }
 
-static void rows_free(rows *r) { free(r->lo), free(r->hi), free(r->row), free(r->col), free(r->val); }
+static void rows_free(rows *r) { free(r->hi), free(r->row), free(r->col), free(r->val); }
 
 /* Memory of stage t under keep-all, the stage's own output included. */
 static double keep_memory(const poet_problem *p, int t)
@@ -198,11 +194,11 @@ static void build_rows(const retain *rt, rows *r)
     double scale = 1.0 / (double)p->budget_bytes;
     for (int i = 0; i < rt->F; i++)
         if (rt->col_r[i] >= 0 && rt->col_p[i] >= 0) {
-            int row = row_new(r, 0, 1);
+            int row = row_new(r, 1);
             row_add(r, row, rt->col_r[i], 1), row_add(r, row, rt->col_p[i], 1);
         }
     for (int t = 0; t < rt->T; t++) {
-        int row = row_new(r, -DBL_MAX, (rt->cap[t] - keep_memory(p, t)) * scale);
+        int row = row_new(r, (rt->cap[t] - keep_memory(p, t)) * scale);
         for (int i = 0; i < rt->F && i < t; i++) {
             const fate_info *f = &rt->f[i];
             double bytes = (double)p->inst->nodes[i].bytes * scale;
@@ -223,30 +219,18 @@ static void build_rows(const retain *rt, rows *r)
             int out_at = g->lf > j + 1 ? g->lf : j + 1;
             bool gone_p = out_at < f->b1 && f->b1 < g->b1;
             if (gone_r && rt->col_r[j] >= 0) {
-                int row = row_new(r, 0, 1);
+                int row = row_new(r, 1);
                 row_add(r, row, rt->col_r[i], 1), row_add(r, row, rt->col_r[j], 1);
             }
             if (gone_p && rt->col_p[j] >= 0) {
-                int row = row_new(r, 0, 1);
+                int row = row_new(r, 1);
                 row_add(r, row, rt->col_r[i], 1), row_add(r, row, rt->col_p[j], 1);
             }
         }
     }
-    int row = row_new(r, -DBL_MAX, (p->runtime_budget_s - p->full_memory_time_s) / p->full_memory_time_s);
+    int row = row_new(r, (p->runtime_budget_s - p->full_memory_time_s) / p->full_memory_time_s);
     for (int i = 0; i < rt->F; i++)
         if (rt->col_r[i] >= 0) row_add(r, row, rt->col_r[i], rt->f[i].remat_s / p->full_memory_time_s);
-}
-
-static void silent_solve(Cbc_Model *cbc)
-{
-    fflush(stdout);
-    int saved = dup(1), null = open("/dev/null", O_WRONLY);
-    if (saved >= 0 && null >= 0) dup2(null, 1);
-    Cbc_solve(cbc);
-    fflush(stdout);
-    if (saved >= 0 && null >= 0) dup2(saved, 1);
-    if (saved >= 0) close(saved);
-    if (null >= 0) close(null);
 }
 
 /* Solves for the fates; false when the model has no solution. */
@@ -300,7 +284,7 @@ static bool solve_fates(retain *rt, double seconds)
         Cbc_setParameter(cbc, "ratioGap", "1e-9");
         Cbc_setParameter(cbc, "allowableGap", "1e-12");
         Cbc_setLogLevel(cbc, 0);
-        silent_solve(cbc);
+        milp_quiet_solve(cbc);
         const double *x = Cbc_bestSolution(cbc);
         ok = x != NULL;
         for (int i = 0; ok && i < rt->F; i++) {

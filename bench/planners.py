@@ -1,0 +1,98 @@
+#!/usr/bin/python3
+"""The fast planner on every POET reference instance, beside the exact MILP.
+
+For each reference instance (all models, all devices), budgets of 50% and
+30% of the keep-all peak (raised to the smallest feasible budget where that
+is larger) and runtime factors 1.2 and 1.5, runs
+`poet plan --planner fast --time-limit L` (L = 60 s; 120 s for bert and
+resnet50) and records the energy (ratio to full-memory training), the
+certified gap against its lower bound, and the wall time. With --milp, the
+exact MILP runs on the same settings (limit 300 s) for the instances in
+MILP_MODELS, and the table gives its result and the time ratio.
+
+Prints a markdown table and a summary of how many settings meet the issue's
+targets (gap <= 1% in 60 s, or 120 s for bert and resnet50).
+
+usage: bench/planners.py [build/poet] [--milp] > table.md
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+args = [a for a in sys.argv[1:] if not a.startswith("--")]
+POET = args[0] if args else "build/poet"
+WITH_MILP = "--milp" in sys.argv
+DATA = os.path.join(os.path.dirname(__file__), "..", "tests", "data", "reference")
+MODELS = ["linear", "transformer", "vgg16_cifar", "vgg16", "resnet18_cifar", "resnet18", "bert", "resnet50"]
+DEVICES = ["m0", "m4", "a72", "a72nocache"]
+MILP_MODELS = {"linear", "transformer", "vgg16_cifar"}
+BUDGETS = [50, 30]
+FACTORS = [1.2, 1.5]
+
+
+def plan(instance, budget, factor, planner, limit):
+    cmd = [POET, "plan", "--instance", instance, "--budget", str(budget), "--runtime-factor", str(factor),
+           "--planner", planner, "--time-limit", str(limit), "--json", "--quiet", "--deterministic"]
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if out.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed: {out.stderr.strip()}")
+    r = json.loads(out.stdout)
+    r["wall_s"] = wall
+    return r
+
+
+def graph(instance):
+    out = subprocess.run([POET, "graph", "--instance", instance, "--json"], capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def cell(r):
+    if r["energy_j"] is None:
+        return r["status"], "", f"{r['wall_s']:.1f}"
+    ratio = r["energy_j"] / r["full_memory_energy_j"]
+    gap = "" if r["gap"] is None else f"{100 * r['gap']:.3f}%"
+    return f"{ratio:.4f}x {'(opt)' if r['status'] == 'optimal' else ''}".strip(), gap, f"{r['wall_s']:.1f}"
+
+
+def main():
+    print("| instance | budget | factor | fast energy | certified gap | fast s |"
+          + (" milp energy | milp gap | milp s | milp/fast time |" if WITH_MILP else ""))
+    print("|---|---|---|---|---|---|" + ("---|---|---|---|" if WITH_MILP else ""))
+    met = total = same = compared = 0
+    for model in MODELS:
+        for device in DEVICES:
+            instance = os.path.join(DATA, f"{model}__{device}.json")
+            g = graph(instance)
+            limit = 120 if model in ("bert", "resnet50") else 60
+            for pct in BUDGETS:
+                budget = max(int(pct / 100 * g["keep_all_peak_bytes"]), g["min_budget_bytes"])
+                label = f"{pct}%" if budget > g["min_budget_bytes"] else f"min ({100 * budget / g['keep_all_peak_bytes']:.0f}%)"
+                for factor in FACTORS:
+                    f = plan(instance, budget, factor, "fast", limit)
+                    e, gap, t = cell(f)
+                    row = f"| {model} {device} | {label} | {factor} | {e} | {gap} | {t} |"
+                    total += 1
+                    if f["gap"] is not None and f["gap"] <= 0.01 and f["wall_s"] <= limit * 1.05:
+                        met += 1
+                    if WITH_MILP and model in MILP_MODELS:
+                        m = plan(instance, budget, factor, "milp", 300)
+                        me, mgap, mt = cell(m)
+                        ratio = m["wall_s"] / f["wall_s"]
+                        row += f" {me} | {mgap} | {mt} | {ratio:.1f}x |"
+                        if m["status"] == "optimal":
+                            compared += 1
+                            same += f["energy_j"] is not None and abs(f["energy_j"] - m["energy_j"]) <= 1e-6 * m["energy_j"]
+                    elif WITH_MILP:
+                        row += " | | | |"
+                    print(row, flush=True)
+    print()
+    print(f"gap <= 1% within the time limit: {met} of {total} settings")
+    if WITH_MILP:
+        print(f"same energy (1e-6) as the MILP where it proved optimality: {same} of {compared}")
+
+
+main()
