@@ -14,6 +14,7 @@
  * The best baseline schedule is handed to CBC as a MIP start. */
 #define _POSIX_C_SOURCE 200809L
 #include <coin/Cbc_C_Interface.h>
+#include <coin/Clp_C_Interface.h>
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -281,29 +282,48 @@ static poet_status model_build(model *m, const poet_problem *p, bool paging, boo
     return POET_OK;
 }
 
-/* Loads the model into CBC in bulk (column-major). */
+/* The model's matrix in column-major form; false when out of memory. */
+typedef struct csc {
+    CoinBigIndex *start;
+    int *index;
+    double *value;
+} csc;
+
+static void csc_free(csc *c) { free(c->start), free(c->index), free(c->value); }
+
+static bool to_csc(const lp *l, csc *c)
+{
+    c->start = calloc((size_t)l->n_cols + 1, sizeof *c->start);
+    c->index = malloc((size_t)(l->nnz + 1) * sizeof *c->index);
+    c->value = malloc((size_t)(l->nnz + 1) * sizeof *c->value);
+    int *fill = malloc((size_t)(l->n_cols + 1) * sizeof *fill);
+    bool ok = c->start && c->index && c->value && fill;
+    if (ok) {
+        for (int k = 0; k < l->nnz; k++) c->start[l->tcol[k] + 1]++;
+        for (int j = 0; j < l->n_cols; j++) c->start[j + 1] += c->start[j];
+        for (int j = 0; j < l->n_cols; j++) fill[j] = (int)c->start[j];
+        for (int k = 0; k < l->nnz; k++) {
+            int at = fill[l->tcol[k]]++;
+            c->index[at] = l->trow[k], c->value[at] = l->tval[k];
+        }
+    }
+    free(fill);
+    if (!ok) csc_free(c);
+    return ok;
+}
+
+/* Loads the model into CBC in bulk. */
 static Cbc_Model *to_cbc(const model *m)
 {
     const lp *l = &m->lp;
-    CoinBigIndex *start = calloc((size_t)l->n_cols + 1, sizeof *start);
-    int *index = malloc((size_t)(l->nnz + 1) * sizeof *index), *fill = malloc((size_t)(l->n_cols + 1) * sizeof *fill);
-    double *value = malloc((size_t)(l->nnz + 1) * sizeof *value);
-    Cbc_Model *cbc = NULL;
-    if (start && index && fill && value) {
-        for (int k = 0; k < l->nnz; k++) start[l->tcol[k] + 1]++;
-        for (int c = 0; c < l->n_cols; c++) start[c + 1] += start[c];
-        for (int c = 0; c < l->n_cols; c++) fill[c] = (int)start[c];
-        for (int k = 0; k < l->nnz; k++) {
-            int at = fill[l->tcol[k]]++;
-            index[at] = l->trow[k], value[at] = l->tval[k];
-        }
-        cbc = Cbc_newModel();
-        Cbc_loadProblem(cbc, l->n_cols, l->n_rows, start, index, value, l->lb, l->ub, l->obj, l->rlb, l->rub);
-        for (int c = 0; c < l->n_cols; c++)
-            if (l->is_int[c]) Cbc_setInteger(cbc, c);
-        Cbc_setObjSense(cbc, 1);
-    }
-    free(start), free(index), free(fill), free(value);
+    csc c;
+    if (!to_csc(l, &c)) return NULL;
+    Cbc_Model *cbc = Cbc_newModel();
+    Cbc_loadProblem(cbc, l->n_cols, l->n_rows, c.start, c.index, c.value, l->lb, l->ub, l->obj, l->rlb, l->rub);
+    for (int j = 0; j < l->n_cols; j++)
+        if (l->is_int[j]) Cbc_setInteger(cbc, j);
+    Cbc_setObjSense(cbc, 1);
+    csc_free(&c);
     return cbc;
 }
 
@@ -627,20 +647,25 @@ static void smallest_budget(const poet_problem *p, const milp_options *mo, doubl
 
 double milp_lp_bound(const poet_problem *p, const milp_options *mo, double seconds)
 {
+    double deadline = plan_wall_s() + seconds;
     model m;
-    if (model_build(&m, p, mo->paging, mo->remat, false, NULL)) return NAN;
-    Cbc_Model *cbc = to_cbc(&m);
+    if (seconds <= 0 || model_build(&m, p, mo->paging, mo->remat, false, NULL)) return NAN;
+    csc c;
     double bound = NAN;
-    if (cbc) {
-        for (int c = 0; c < m.lp.n_cols; c++)
-            if (m.lp.is_int[c]) Cbc_setContinuous(cbc, c);
-        poet_plan_options o = {.time_limit_s = seconds, .threads = 1, .quiet = true, .deterministic = true};
-        set_params(cbc, &o, seconds > 1 ? seconds : 1);
-        Cbc_setLogLevel(cbc, 0);
-        milp_quiet_solve(cbc);
+    /* the limit covers building the model too, and leaves a tenth for what follows */
+    double left = 0.9 * (deadline - plan_wall_s());
+    if (left > 0.1 && to_csc(&m.lp, &c)) {
+        /* CLP directly: unlike CBC's driver, it stops at its time limit */
+        Clp_Simplex *clp = Clp_newModel();
+        Clp_setLogLevel(clp, 0);
+        Clp_loadProblem(clp, m.lp.n_cols, m.lp.n_rows, c.start, c.index, c.value, m.lp.lb, m.lp.ub, m.lp.obj,
+                        m.lp.rlb, m.lp.rub);
+        Clp_setMaximumSeconds(clp, left);
+        Clp_initialSolve(clp);
         /* a margin for the LP's tolerances, so that the bound stays a bound */
-        if (Cbc_isProvenOptimal(cbc)) bound = Cbc_getObjValue(cbc) / m.obj_scale * (1 - 1e-7);
-        Cbc_deleteModel(cbc);
+        if (Clp_isProvenOptimal(clp)) bound = Clp_objectiveValue(clp) / m.obj_scale * (1 - 1e-7);
+        Clp_deleteModel(clp);
+        csc_free(&c);
     }
     model_free(&m);
     return bound;
