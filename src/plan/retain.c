@@ -50,6 +50,26 @@ typedef struct retain {
 
 static bool keep_resident(const poet_problem *p, int i, int t) { return i < t && t <= p->last_use[i]; }
 
+/* A paged tensor stays in RAM through this stage: its page-out needs it at
+ * the start of stage i+1, its forward readers until lf. */
+static int paged_out_at(const fate_info *f, int i) { return f->lf > i + 1 ? f->lf : i + 1; }
+
+/* What fate changes in the memory estimate of stage t, against keep:
+ * a recomputed tensor is absent between its last forward reader and its
+ * recomputation, whose lost ancestors stand beside it in that stage; a
+ * paged one is absent from after its page-out until the stage its page-in
+ * lands in. */
+static double fate_delta_bytes(const poet_problem *p, const fate_info *f, int i, int t, int fate)
+{
+    double bytes = (double)p->inst->nodes[i].bytes;
+    if (fate == FATE_REMAT) {
+        if (t > f->lf && t < f->b1) return -bytes;
+        return t == f->b1 ? (double)f->transient_bytes : 0;
+    }
+    if (fate == FATE_PAGE && t > paged_out_at(f, i) && t < f->b1 - 1) return -bytes;
+    return 0;
+}
+
 /* Ancestors of i not in RAM at stage b under keep-all residency. */
 static bool find_closure(retain *rt, int i)
 {
@@ -92,8 +112,7 @@ static bool analyse(retain *rt, bool remat, bool paging)
         }
         if (f->b1 < 0) continue;
         f->can_remat = remat && f->lf + 1 <= f->b1 - 1;
-        int out_at = f->lf > i + 1 ? f->lf : i + 1; /* paged out at i+1, resident through out_at */
-        f->can_page = paging && out_at + 1 <= f->b1 - 2 && f->b1 - 1 >= i + 2;
+        f->can_page = paging && paged_out_at(f, i) + 1 <= f->b1 - 2 && f->b1 - 1 >= i + 2;
         f->decides = f->can_remat || f->can_page;
         if (f->can_remat && !find_closure(rt, i)) return false;
     }
@@ -123,8 +142,7 @@ static void materialize(const retain *rt, poet_schedule *s)
             for (int k = 0; k < f->n_closure; k++) poet_sched_set(s, POET_R, f->b1, f->closure[k], true);
             set_range(s, POET_SRAM, i, f->b1 + 1, f->bl);
         } else {
-            int out_at = f->lf > i + 1 ? f->lf : i + 1;
-            set_range(s, POET_SRAM, i, i + 1, out_at);
+            set_range(s, POET_SRAM, i, i + 1, paged_out_at(f, i));
             poet_sched_set(s, POET_MOUT, i + 1, i, true);
             poet_sched_set(s, POET_MIN, f->b1 - 1, i, true);
             set_range(s, POET_SRAM, i, f->b1, f->bl);
@@ -200,12 +218,8 @@ static void build_rows(const retain *rt, rows *r)
     for (int t = 0; t < rt->T; t++) {
         int row = row_new(r, (rt->cap[t] - keep_memory(p, t)) * scale);
         for (int i = 0; i < rt->F && i < t; i++) {
-            const fate_info *f = &rt->f[i];
-            double bytes = (double)p->inst->nodes[i].bytes * scale;
-            int out_at = f->lf > i + 1 ? f->lf : i + 1;
-            if (rt->col_r[i] >= 0 && t > f->lf && t < f->b1) row_add(r, row, rt->col_r[i], -bytes);
-            if (rt->col_r[i] >= 0 && t == f->b1) row_add(r, row, rt->col_r[i], (double)f->transient_bytes * scale);
-            if (rt->col_p[i] >= 0 && t > out_at && t < f->b1 - 1) row_add(r, row, rt->col_p[i], -bytes);
+            row_add(r, row, rt->col_r[i], fate_delta_bytes(p, &rt->f[i], i, t, FATE_REMAT) * scale);
+            row_add(r, row, rt->col_p[i], fate_delta_bytes(p, &rt->f[i], i, t, FATE_PAGE) * scale);
         }
     }
     for (int i = 0; i < rt->F; i++) {
@@ -216,8 +230,7 @@ static void build_rows(const retain *rt, rows *r)
             const fate_info *g = &rt->f[j];
             if (j >= rt->F || !g->decides) continue;
             bool gone_r = g->lf < f->b1 && f->b1 <= g->b1; /* j's remat window, its own recomputation included */
-            int out_at = g->lf > j + 1 ? g->lf : j + 1;
-            bool gone_p = out_at < f->b1 && f->b1 < g->b1;
+            bool gone_p = paged_out_at(g, j) < f->b1 && f->b1 < g->b1;
             if (gone_r && rt->col_r[j] >= 0) {
                 int row = row_new(r, 1);
                 row_add(r, row, rt->col_r[i], 1), row_add(r, row, rt->col_r[j], 1);
@@ -311,14 +324,8 @@ static double estimate(const retain *rt, int t)
 {
     const poet_problem *p = rt->p;
     double b = keep_memory(p, t);
-    for (int i = 0; i < rt->F && i < t; i++) {
-        const fate_info *f = &rt->f[i];
-        int out_at = f->lf > i + 1 ? f->lf : i + 1;
-        double bytes = (double)p->inst->nodes[i].bytes;
-        if (rt->fate[i] == FATE_REMAT && t > f->lf && t < f->b1) b -= bytes;
-        if (rt->fate[i] == FATE_REMAT && t == f->b1) b += (double)f->transient_bytes;
-        if (rt->fate[i] == FATE_PAGE && t > out_at && t < f->b1 - 1) b -= bytes;
-    }
+    for (int i = 0; i < rt->F && i < t; i++)
+        if (rt->f[i].decides) b += fate_delta_bytes(p, &rt->f[i], i, t, rt->fate[i]);
     return b;
 }
 
