@@ -12,6 +12,7 @@
 #include "../graph/ops.h"
 #include "dma.h"
 #include "kernels.h"
+#include "util.h"
 
 struct poet_engine {
     const poet_graph *g;
@@ -40,21 +41,6 @@ poet_optimizer poet_optimizer_default(poet_optimizer_kind kind)
 {
     if (kind == POET_OPT_ADAM) return (poet_optimizer){POET_OPT_ADAM, 1e-3f, 0, 0.9f, 0.999f, 1e-8f, 0};
     return (poet_optimizer){POET_OPT_SGD, 0.05f, 0.9f, 0, 0, 0, 0};
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static uint64_t mix64(uint64_t z)
-{
-    z += 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
 }
 
 /* ---- set-up ---- */
@@ -104,7 +90,7 @@ static void init_params(poet_engine *e)
     for (int v = 0; v < g->n_forward; v++) {
         const poet_node *n = &g->nodes[v];
         float *w = e->params + e->param_at[v];
-        uint64_t rng = mix64(e->seed ^ mix64((uint64_t)v + 1));
+        uint64_t rng = rt_mix64(e->seed ^ rt_mix64((uint64_t)v + 1));
         if (n->op == POET_OP_BATCHNORM2D || n->op == POET_OP_LAYERNORM) {
             uint64_t c = n->params / 2; /* gamma 1, beta 0; running mean 0, variance 1 */
             for (uint64_t i = 0; i < c; i++) w[i] = 1.0f, w[c + i] = 0.0f;
@@ -115,7 +101,7 @@ static void init_params(poet_engine *e)
         /* PyTorch's default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and bias */
         double bound = 1.0 / sqrt((double)kernel_fan_in(g, n));
         for (uint64_t i = 0; i < n->params; i++) {
-            rng = mix64(rng);
+            rng = rt_mix64(rng);
             w[i] = (float)(bound * (2.0 * (double)(rng >> 11) / 9007199254740992.0 - 1.0));
         }
     }
@@ -270,14 +256,14 @@ static bool compute(poet_engine *e, const poet_program *q, int node, bool first,
     int owner = n->op == POET_OP_GRAD ? n->fwd : node;
     kernel_ctx c = {.g = e->g, .n = n, .out = tensor(e, q, node), .params = e->params + e->param_at[owner],
                     .running = e->buffers + e->buffer_at[owner], .batch_x = e->batch_x, .labels = e->labels,
-                    .dropout_seed = mix64(e->seed ^ mix64((uint64_t)e->step + 0x5eed)), .training = training};
+                    .dropout_seed = rt_mix64(e->seed ^ rt_mix64((uint64_t)e->step + 0x5eed)), .training = training};
     /* side effects belong to a node's own stage, never to a recomputation */
     if (first && training && n->op == POET_OP_GRAD) c.grads = e->grads + e->param_at[owner];
     if (first && training && n->op == POET_OP_BATCHNORM2D) c.running_out = e->running_next + e->buffer_at[owner];
     for (int j = 0; j < n->n_inputs; j++) c.in[j] = tensor(e, q, n->inputs[j]);
-    double t0 = now_s();
+    double t0 = rt_now_s();
     bool ok = kernel_run(&c);
-    double dt = now_s() - t0;
+    double dt = rt_now_s() - t0;
     e->stats.host_compute_s += dt;
     e->stats.host_op_s[e->g->nodes[owner].op] += dt;
     return ok;
@@ -322,18 +308,18 @@ static poet_status run_instr(poet_engine *e, const poet_instr *in, poet_err *err
     case POET_I_FREE: {
         poet_status st = POET_OK;
         if (e->pending[in->buffer] >= 0) { /* its page-out still reads it */
-            double t0 = now_s();
+            double t0 = rt_now_s();
             st = dma_wait(&e->dma, e->pending[in->buffer], err);
-            e->stats.host_wait_s += now_s() - t0;
+            e->stats.host_wait_s += rt_now_s() - t0;
             e->pending[in->buffer] = -1;
         }
         e->live[in->node] = -1;
         return st;
     }
     case POET_I_WAIT: {
-        double t0 = now_s();
+        double t0 = rt_now_s();
         poet_status st = dma_wait_all(&e->dma, err);
-        e->stats.host_wait_s += now_s() - t0;
+        e->stats.host_wait_s += rt_now_s() - t0;
         return st;
     }
     default: return poet_fail(err, POET_ERR_INVALID, "runtime: unknown instruction %d", in->op);

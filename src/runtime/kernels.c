@@ -3,12 +3,14 @@
  * layer norm gamma then beta; running statistics mean then variance.
  * Sums accumulate in double in a fixed order, so results do not depend on
  * where a tensor lives or how often it was recomputed. */
+#define _POSIX_C_SOURCE 200809L
 #include "kernels.h"
 
 #include <math.h>
 #include <string.h>
 
 #include "../graph/ops.h"
+#include "util.h"
 
 enum { BN_MOMENTUM_PCT = 10 };
 static const double NORM_EPS = 1e-5;
@@ -467,19 +469,11 @@ static void add_backward(const kernel_ctx *c)
     for (int64_t n = 0; n < N; n++) memcpy(c->out + n * per_x, g.dy + n * per_y, (size_t)per_x * sizeof(float));
 }
 
-static uint64_t splitmix64(uint64_t z)
-{
-    z += 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 /* The dropout mask is a function of (step seed, node, element), so a
  * recomputation and the backward regenerate it instead of storing it. */
 static float dropout_scale(const kernel_ctx *c, int node, int64_t i, float p)
 {
-    uint64_t h = splitmix64(c->dropout_seed ^ splitmix64((uint64_t)node) ^ ((uint64_t)i * 0xD1B54A32D192ED03ull));
+    uint64_t h = rt_mix64(c->dropout_seed ^ rt_mix64((uint64_t)node) ^ ((uint64_t)i * 0xD1B54A32D192ED03ull));
     float u = (float)(h >> 40) / 16777216.0f;
     return u < p ? 0.0f : 1.0f / (1.0f - p);
 }

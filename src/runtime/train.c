@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "poet/runtime.h"
+#include "util.h"
 
 typedef struct loop {
     poet_engine *e;
@@ -23,19 +24,12 @@ typedef struct loop {
     double step_s, eval_s;
 } loop;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
+/* The generator behind SplitMix64: hash the state, then step it. */
 static uint64_t next_rand(uint64_t *s)
 {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    uint64_t r = rt_mix64(*s);
+    *s += 0x9E3779B97F4A7C15ull;
+    return r;
 }
 
 /* The order of an epoch depends only on the seed and the epoch, so that a
@@ -63,7 +57,7 @@ static void gather(loop *l, const float *xs, const int32_t *ys, const int *idx)
 /* The whole test set; the last batch is padded with its first example. */
 static poet_status evaluate(loop *l, double *loss, double *accuracy, poet_err *err)
 {
-    double s = 0, t0 = now_s();
+    double s = 0, t0 = rt_now_s();
     long ok = 0;
     for (int at = 0; at < l->d->n_test; at += l->rows) {
         int n = l->d->n_test - at < l->rows ? l->d->n_test - at : l->rows;
@@ -78,7 +72,7 @@ static poet_status evaluate(loop *l, double *loss, double *accuracy, poet_err *e
     }
     *loss = s / l->d->n_test;
     *accuracy = (double)ok / l->d->n_test;
-    l->eval_s += now_s() - t0;
+    l->eval_s += rt_now_s() - t0;
     return POET_OK;
 }
 
@@ -132,9 +126,9 @@ static poet_status run(loop *l, poet_train_report *r, poet_err *err)
         if (shuffled != epoch) shuffle(l, epoch), shuffled = epoch;
         memcpy(l->idx, l->order + batch * l->rows, (size_t)l->rows * sizeof(int));
         gather(l, l->d->train_x, l->d->train_y, l->idx);
-        double t0 = now_s();
+        double t0 = rt_now_s();
         st = poet_engine_step(l->e, l->x, l->y, &p.loss, err);
-        l->step_s += now_s() - t0;
+        l->step_s += rt_now_s() - t0;
         if (st) return st;
         step++, batch++;
         loss_sum += p.loss, loss_n++;
@@ -173,12 +167,12 @@ poet_status poet_train(poet_engine *e, const poet_dataset *d, const poet_train_o
     l.idx = malloc((size_t)l.rows * sizeof *l.idx);
     l.x = malloc((size_t)l.rows * (size_t)l.per * sizeof *l.x);
     l.y = malloc((size_t)l.rows * sizeof *l.y);
-    double t0 = now_s();
+    double t0 = rt_now_s();
     if (!l.order || !l.idx || !l.x || !l.y)
         st = poet_fail(err, POET_ERR_NOMEM, "out of memory for a batch");
     else
         st = run(&l, r, err);
-    r->host_seconds = now_s() - t0;
+    r->host_seconds = rt_now_s() - t0;
     r->step_seconds = l.step_s;
     r->eval_seconds = l.eval_s;
     free(l.order), free(l.idx), free(l.x), free(l.y);
