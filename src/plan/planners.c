@@ -65,6 +65,16 @@ static poet_status plan_milp(const poet_problem *p, const poet_plan_options *o, 
 
 enum { POLISH_MAX_NODES = 64 };
 
+/* The certificate of a schedule of this energy against a lower bound: the
+ * bound (never above the energy) and optimality when the two meet, or when
+ * already proven. */
+static void certify(poet_plan_result *r, double energy, double bound)
+{
+    r->lower_bound_j = bound < energy ? bound : energy;
+    if (energy <= r->lower_bound_j * (1 + 1e-12)) r->status = POET_PLAN_OPTIMAL;
+    else if (r->status != POET_PLAN_OPTIMAL) r->status = POET_PLAN_FEASIBLE;
+}
+
 /* On small graphs, the exact MILP started from the schedule found, in half
  * the time left: it closes what gap remains, or proves the schedule optimal. */
 static poet_status polish(const poet_problem *p, const poet_plan_options *o, double started, poet_plan_result *r,
@@ -94,14 +104,11 @@ static poet_status polish(const poet_problem *p, const poet_plan_options *o, dou
     if (have_m && (!have_r || sm.energy_j <= sr.energy_j)) {
         poet_plan_result_free(r);
         *r = m;
-        have_r = true, sr = sm;
+        sr = sm;
     } else {
         poet_plan_result_free(&m);
     }
-    if (!have_r) return POET_OK;
-    r->lower_bound_j = bound < sr.energy_j ? bound : sr.energy_j;
-    r->status = sr.energy_j <= r->lower_bound_j * (1 + 1e-12) || r->status == POET_PLAN_OPTIMAL ? POET_PLAN_OPTIMAL
-                                                                                               : POET_PLAN_FEASIBLE;
+    certify(r, sr.energy_j, bound);
     return POET_OK;
 }
 
@@ -135,8 +142,8 @@ static poet_status plan_fast(const poet_problem *p, const poet_plan_options *o, 
         if (isfinite(lp) && lp > bound) bound = lp;
         else if (!isfinite(lp)) snprintf(r->note, sizeof r->note, "the LP bound was not reached in time");
     }
-    r->lower_bound_j = bound < energy ? bound : energy;
-    r->status = energy <= r->lower_bound_j * (1 + 1e-12) ? POET_PLAN_OPTIMAL : POET_PLAN_FEASIBLE;
+    r->status = POET_PLAN_FEASIBLE;
+    certify(r, energy, bound);
     return polish(p, o, started, r, err);
 }
 
