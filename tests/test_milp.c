@@ -142,6 +142,46 @@ static void fast_certificates(unsigned seed)
     CHECK(proven >= 6);
 }
 
+/* Graphs beyond the exact polish (more than 64 nodes): every schedule the
+ * fast planner returns passes the validator (poet_plan refuses it as a bug
+ * otherwise), in every variant; it is never worse than the best baseline
+ * and its bound never lies above its energy. */
+static void fast_on_larger_graphs(unsigned seed)
+{
+    printf("fast planner on larger graphs: seed %u\n", seed);
+    int found = 0;
+    for (int round = 0; round < 6; round++) {
+        unsigned s = seed * 104729u + (unsigned)round;
+        poet_instance inst;
+        random_instance(&inst, 33 + (int)(rng_next(&s) % 28), &s);
+        poet_problem p;
+        poet_err err = {0};
+        CHECK(poet_problem_init(&p, &inst, 0, 1.0 + (rng_next(&s) % 4) / 4.0, &err) == POET_OK);
+        uint64_t span = p.keep_all_peak_bytes - p.min_budget_bytes;
+        p.budget_bytes = p.min_budget_bytes + span / 8 + (span ? rng_next(&s) % (span / 2 + 1) : 0);
+        for (int variant = 0; variant < 3; variant++) {
+            bool no_paging = variant == 1, no_remat = variant == 2;
+            poet_plan_options o = {.time_limit_s = 2, .quiet = true, .deterministic = true, .no_paging = no_paging,
+                                   .no_remat = no_remat};
+            poet_plan_result f;
+            CHECK_MSG(poet_plan("fast", &p, &o, &f, &err) == POET_OK, "seed %u variant %d: %s", s, variant, err.msg);
+            double ef = energy(&p, &f);
+            found += isfinite(ef);
+            if (isfinite(ef)) CHECK_MSG(f.lower_bound_j <= ef * (1 + 1e-12), "seed %u: fast bound above its energy", s);
+            if (variant == 0) {
+                poet_plan_result b = plan("portfolio", &p, false, false);
+                CHECK_MSG(ef <= energy(&p, &b) * (1 + 1e-12), "seed %u: fast worse than the best baseline", s);
+                poet_plan_result_free(&b);
+            }
+            poet_plan_result_free(&f);
+        }
+        poet_problem_free(&p);
+        poet_instance_free(&inst);
+    }
+    printf("fast planner on larger graphs: %d schedules\n", found);
+    CHECK(found >= 6);
+}
+
 /* Remat only with no time to recompute leaves keep-all: a budget below its
  * peak but above the trivial bound is infeasible, proven by CBC. */
 static void proven_infeasible(void)
@@ -197,6 +237,7 @@ int main(int argc, char **argv)
     joint_vs_single(POET_TEST_DATA "/reference/transformer__a72.json", 90, 1.2);
     random_certificates(seed);
     fast_certificates(seed);
+    fast_on_larger_graphs(seed);
     proven_infeasible();
     writes_mps();
     return check_report();

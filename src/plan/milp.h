@@ -29,4 +29,10 @@ bool plan_best_baseline(const poet_problem *p, bool paging, bool remat, poet_sch
  * seconds or out of memory. */
 double milp_lp_bound(const poet_problem *p, const milp_options *mo, double seconds);
 
+/* Lowers the energy of the valid schedule s by re-solving the MILP over
+ * windows of tensors with the rest of s fixed, for at most seconds or until
+ * its energy is at most target_j; s stays valid, placement included.
+ * Returns whether s improved. */
+bool milp_improve(const poet_problem *p, const milp_options *mo, double seconds, double target_j, poet_schedule *s);
+
 #endif

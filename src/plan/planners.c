@@ -6,7 +6,7 @@
 
 #include "greedy.h"
 #include "milp.h"
-#include "retain.h"
+#include "fates.h"
 
 #define GREEDY_PLANNER(fn, mode)                                                                          \
     static poet_status fn(const poet_problem *p, const poet_plan_options *o, poet_plan_result *r, poet_err *err) \
@@ -112,44 +112,61 @@ static poet_status polish(const poet_problem *p, const poet_plan_options *o, dou
     return POET_OK;
 }
 
-/* The retention model, the best baseline, and the LP bound (src/plan/retain.c). */
+/* Keeps cand as *best when it is valid and cheaper; frees it otherwise. */
+static void keep_cheaper(const poet_problem *p, poet_schedule *cand, poet_schedule *best, double *best_j)
+{
+    poet_sim sim;
+    if (!poet_simulate(p, cand, &sim, NULL, NULL) && sim.energy_j < *best_j) {
+        if (isfinite(*best_j)) poet_schedule_free(best);
+        *best = *cand, *best_j = sim.energy_j;
+        return;
+    }
+    poet_schedule_free(cand);
+}
+
+/* The fate search and the best baseline; the LP bound; then the exact MILP
+ * over windows of tensors (large graphs) or over the whole (small ones). */
 static poet_status plan_fast(const poet_problem *p, const poet_plan_options *o, poet_plan_result *r, poet_err *err)
 {
     double started = plan_wall_s(), limit = o->time_limit_s > 0 ? o->time_limit_s : 60;
-    bool remat = !o->no_remat, paging = !o->no_paging;
-    poet_schedule a, b;
-    bool have_a = false, have_b = plan_best_baseline(p, paging, remat, &b);
-    poet_status st = retain_plan(p, remat, paging, 0.4 * limit, &a, &have_a, err);
+    /* held back for CBC's overruns and the final validation */
+    double reserve = 0.03 * limit + 0.3;
+    bool remat = !o->no_remat, paging = !o->no_paging, have = false;
+    poet_schedule best, cand;
+    double energy = INFINITY;
+    if (plan_best_baseline(p, paging, remat, &cand)) keep_cheaper(p, &cand, &best, &energy);
+    poet_status st = fates_plan(p, remat, paging, 0.4 * limit, &cand, &have, err);
     if (st) {
-        if (have_b) poet_schedule_free(&b);
+        if (isfinite(energy)) poet_schedule_free(&best);
         return st;
     }
-    poet_sim sa, sb;
-    if (have_a && poet_simulate(p, &a, &sa, NULL, NULL)) poet_schedule_free(&a), have_a = false;
-    if (have_b && poet_simulate(p, &b, &sb, NULL, NULL)) poet_schedule_free(&b), have_b = false;
-    if (have_a && have_b && sb.energy_j < sa.energy_j) poet_schedule_free(&a), have_a = false;
-    if (have_a && have_b) poet_schedule_free(&b), have_b = false;
-    if (!have_a && !have_b) {
+    if (have) keep_cheaper(p, &cand, &best, &energy);
+    if (!isfinite(energy)) {
         r->status = POET_PLAN_UNKNOWN;
-        snprintf(r->note, sizeof r->note, "neither the retention model nor a baseline met the budgets");
+        snprintf(r->note, sizeof r->note, "neither the fate search nor a baseline met the budgets");
         return polish(p, o, started, r, err);
     }
-    r->schedule = have_a ? a : b;
-    double energy = have_a ? sa.energy_j : sb.energy_j, bound = p->full_memory_energy_j;
+    r->schedule = best;
+    double bound = p->full_memory_energy_j;
+    milp_options mo = {paging, remat, NULL};
     if (energy > bound * (1 + 1e-12)) { /* only then is a bound above full-memory energy worth its LP */
-        milp_options mo = {paging, remat, NULL};
-        double lp = milp_lp_bound(p, &mo, limit - (plan_wall_s() - started));
+        double lp = milp_lp_bound(p, &mo, limit - reserve - (plan_wall_s() - started));
         if (isfinite(lp) && lp > bound) bound = lp;
         else if (!isfinite(lp)) snprintf(r->note, sizeof r->note, "the LP bound was not reached in time");
     }
+    poet_sim sim;
+    if (p->T > POLISH_MAX_NODES && energy > bound * (1 + 1e-6) &&
+        milp_improve(p, &mo, limit - reserve - (plan_wall_s() - started), bound * (1 + 1e-6), &r->schedule) &&
+        !poet_simulate(p, &r->schedule, &sim, NULL, NULL))
+        energy = sim.energy_j;
     r->status = POET_PLAN_FEASIBLE;
     certify(r, energy, bound);
     return polish(p, o, started, r, err);
 }
 
 static const poet_planner_def PLANNERS[] = {
-    {"fast", "retention MILP (keep, recompute once or page once per tensor) with the LP bound: a certified gap in "
-             "seconds", true, plan_fast},
+    {"fast", "fate search (keep, recompute in chains, or page each tensor) polished by the exact MILP over windows, "
+             "with the LP bound: a certified gap in seconds", true, plan_fast},
     {"milp", "POET's MILP on COIN-OR CBC: optimal, or the best found with a certified gap", true, plan_milp},
     {"keep-all", "no rematerialization, no paging: ordinary training", false, plan_keep_all},
     {"chen-sqrt", "checkpoint every sqrt(n) forward tensors, recompute the rest once (Chen et al. 2016)", false,

@@ -1,0 +1,352 @@
+/* Fate search: the fast planner's constructive half for graphs too large
+ * for the exact MILP. Each forward tensor gets a fate:
+ *   keep       in RAM from its computation to its last reader;
+ *   recompute  dropped after its last forward reader; a backward stage
+ *              that reads it (or recomputes a descendant) and finds it gone
+ *              recomputes it, with every ancestor that is gone too (chains
+ *              of recomputation); then either held to its last backward
+ *              reader ("hold") or dropped again unless the next stage reads
+ *              it ("each");
+ *   page       paged out in the stage after its computation, dropped after
+ *              its last forward reader, paged in the stage before its first
+ *              backward reader, kept to its last reader.
+ * Given the fates, the schedule follows stage by stage and is measured with
+ * POET's own accounting (the validator's), so a search over fates is a
+ * search over exact schedules: greedily give the fate that buys the most
+ * memory per joule to a tensor until every stage fits, then change single
+ * fates, and swap pairs of them, while that lowers the energy. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../schedule/internal.h"
+#include "fates.h"
+#include "milp.h"
+#include "../runtime/util.h"
+
+enum { FATE_KEEP, FATE_RECOMPUTE, FATE_PAGE = FATE_RECOMPUTE + 4, N_FATES };
+/* recompute fates: held from one backward reader to the next this many
+ * stages away at most (the last: to the last reader) */
+static const int REACH[FATE_PAGE - FATE_RECOMPUTE] = {1, 2, 4, 1 << 30};
+enum { MAX_FAILED_KICKS = 200 };
+
+typedef struct search {
+    const poet_problem *p;
+    bool remat, paging;
+    int T, words;
+    unsigned enabled;      /* bit f: fate f may be given */
+    uint64_t *cap;         /* per stage, the budget it must fit: less than the user's where placement needs more */
+    int *lf, *fb;          /* last forward reader (or itself); first backward reader, -1 if none */
+    unsigned char *fate;
+    int *stack, *paged;    /* scratch: a stack; the tensors to page */
+    uint64_t *over, *hot;  /* bytes over the budget per stage: of the last build, of the current fates */
+    uint64_t *res, *next;  /* resident set at the start of this stage and the next */
+    poet_schedule s;       /* the schedule of the current fates */
+} search;
+
+typedef struct score {
+    bool built;            /* the fates make a schedule of the variant */
+    double energy_j, time_s;
+    uint64_t excess;       /* bytes over the budget, summed over stages */
+} score;
+
+static bool fits(const search *c, const score *v)
+{
+    return v->built && v->excess == 0 && v->time_s <= c->p->runtime_budget_s * (1 + 1e-9);
+}
+
+/* Whether a paged tensor has stages in which it is neither needed nor on
+ * its way in: it leaves RAM after max(lf, i+1) and returns in fb-1. */
+static bool can_page(const search *c, int i)
+{
+    int out = c->lf[i] > i + 1 ? c->lf[i] : i + 1;
+    return c->fb[i] >= 0 && c->fb[i] - 1 > out;
+}
+
+static bool allowed(const search *c, int i, int fate)
+{
+    if (fate == FATE_KEEP) return true;
+    if (c->p->inst->nodes[i].is_backward || c->fb[i] < 0) return false;
+    if (!(c->enabled >> fate & 1)) return false;
+    if (fate != FATE_PAGE) return c->remat && c->fb[i] > c->lf[i] + 1;
+    return c->paging && can_page(c, i);
+}
+
+/* Marks t and every input chain that is not resident as computed in stage t. */
+static void closure(search *c, int t, uint64_t *R)
+{
+    int n = 0;
+    c->stack[n++] = t;
+    bit_set(R, t);
+    while (n) {
+        int k = c->stack[--n];
+        for (int e = c->p->in_start[k]; e < c->p->in_start[k + 1]; e++) {
+            int u = c->p->in[e];
+            if (bit_get(c->res, u) || bit_get(R, u)) continue;
+            bit_set(R, u);
+            c->stack[n++] = u;
+        }
+    }
+}
+
+/* Whether i, present in stage t, is still in RAM at the start of t+1. */
+static bool stays(const search *c, int i, int t)
+{
+    if (t >= c->p->last_use[i]) return false;
+    int f = c->fate[i];
+    if (f == FATE_KEEP || t < c->lf[i] || (f == FATE_PAGE && t <= i)) return true;
+    if (f == FATE_PAGE) return t >= c->fb[i] - 1;
+    for (int o = c->p->out_start[i]; o < c->p->out_start[i + 1]; o++) {
+        int r = c->p->out[o];
+        if (r > t && r - t <= REACH[f - FATE_RECOMPUTE] && c->p->inst->nodes[r].is_backward) return true;
+    }
+    return false;
+}
+
+/* Writes the schedule of the current fates into c->s and measures it. */
+static score build(search *c)
+{
+    const poet_problem *p = c->p;
+    const poet_cnode *n = p->inst->nodes;
+    score v = {.built = true};
+    size_t row_bytes = (size_t)c->words * sizeof(uint64_t);
+    for (int m = 0; m < POET_N_MATRICES; m++) memset(c->s.m[m], 0, (size_t)c->T * row_bytes);
+    memset(c->res, 0, row_bytes);
+    int n_paged = 0;
+    for (int i = 0; i < c->T; i++)
+        if (c->fate[i] == FATE_PAGE) c->paged[n_paged++] = i;
+    for (int t = 0; t < c->T; t++) {
+        uint64_t *R = sched_row_mut(&c->s, POET_R, t);
+        memcpy(sched_row_mut(&c->s, POET_SRAM, t), c->res, row_bytes);
+        closure(c, t, R);
+        memset(c->next, 0, row_bytes);
+        for (int w = 0; w < c->words; w++) {
+            for (uint64_t b = c->res[w] | R[w]; b; b &= b - 1) {
+                int i = w * 64 + __builtin_ctzll(b);
+                if (stays(c, i, t)) bit_set(c->next, i);
+            }
+        }
+        FOR_EACH_BIT(R, c->words, i)
+        {
+            v.energy_j += n[i].compute_j, v.time_s += n[i].time_s;
+            if (i != t && !c->remat) v.built = false;
+        }
+        /* page-outs and page-ins of the paged tensors this stage concerns */
+        for (int k = 0; k < n_paged; k++) {
+            int i = c->paged[k];
+            if (t == i + 1) bit_set(sched_row_mut(&c->s, POET_MOUT, t), i), v.energy_j += n[i].pageout_j;
+            if (t == c->fb[i] - 1 && !bit_get(c->next, i)) {
+                bit_set(sched_row_mut(&c->s, POET_MIN, t), i), v.energy_j += n[i].pagein_j;
+                bit_set(c->next, i);
+            }
+        }
+        const uint64_t *K = t + 1 < c->T ? c->next : NULL;
+        uint64_t peak = stage_memory(p, t, c->res, R, K, NULL, NULL);
+        c->over[t] = peak > c->cap[t] ? peak - c->cap[t] : 0;
+        v.excess += c->over[t];
+        memcpy(c->res, c->next, row_bytes);
+    }
+    return v;
+}
+
+/* a better than b: fits where b does not, else less energy (fitting), else less excess */
+static bool better(const search *c, const score *a, const score *b)
+{
+    bool fa = fits(c, a), fb = fits(c, b);
+    if (fa != fb) return fa;
+    if (fa) return a->energy_j < b->energy_j * (1 - 1e-12);
+    return false;
+}
+
+/* Whether i is in RAM, under keep, in a stage that is over the budget. */
+static bool relieves(const search *c, int i)
+{
+    for (int t = c->lf[i] + 1; t <= c->p->last_use[i]; t++)
+        if (c->hot[t]) return true;
+    return false;
+}
+
+/* Until every stage fits: the fate change that removes the most excess per
+ * joule it adds. */
+static score shrink(search *c, score cur, double deadline)
+{
+    while (cur.built && cur.excess > 0 && plan_wall_s() < deadline) {
+        int best_i = -1, best_f = 0;
+        double best_rate = INFINITY;
+        memcpy(c->hot, c->over, (size_t)c->T * sizeof *c->hot);
+        for (int i = 0; i < c->T; i++) {
+            if (c->fate[i] != FATE_KEEP || !relieves(c, i)) continue;
+            for (int f = FATE_RECOMPUTE; f < N_FATES; f++) {
+                if (!allowed(c, i, f)) continue;
+                c->fate[i] = (unsigned char)f;
+                score v = build(c);
+                c->fate[i] = FATE_KEEP;
+                if (!v.built || v.excess >= cur.excess || v.time_s > c->p->runtime_budget_s * (1 + 1e-9)) continue;
+                double rate = (v.energy_j - cur.energy_j) / (double)(cur.excess - v.excess);
+                if (rate < best_rate) best_rate = rate, best_i = i, best_f = f;
+            }
+        }
+        if (best_i < 0) break;
+        c->fate[best_i] = (unsigned char)best_f;
+        cur = build(c);
+    }
+    return cur;
+}
+
+/* Single fate changes, then (with pairs) swaps of one tensor back to keep
+ * and another given up, first improvement, until none helps. */
+static score improve(search *c, score cur, double deadline, bool pairs)
+{
+    for (bool changed = true; changed && plan_wall_s() < deadline;) {
+        changed = false;
+        for (int i = 0; i < c->T && plan_wall_s() < deadline; i++) {
+            int was = c->fate[i];
+            for (int f = 0; f < N_FATES; f++) {
+                if (f == was || !allowed(c, i, f)) continue;
+                c->fate[i] = (unsigned char)f;
+                score v = build(c);
+                if (better(c, &v, &cur)) {
+                    cur = v, was = f, changed = true;
+                } else {
+                    c->fate[i] = (unsigned char)was;
+                }
+            }
+        }
+        for (int i = 0; i < c->T && pairs && !changed && plan_wall_s() < deadline; i++) {
+            if (c->fate[i] == FATE_KEEP) continue;
+            int was_i = c->fate[i];
+            c->fate[i] = FATE_KEEP;
+            for (int j = 0; j < c->T && !changed; j++) {
+                if (j == i || c->fate[j] != FATE_KEEP) continue;
+                for (int f = FATE_RECOMPUTE; f < N_FATES && !changed; f++) {
+                    if (!allowed(c, j, f)) continue;
+                    c->fate[j] = (unsigned char)f;
+                    score v = build(c);
+                    if (better(c, &v, &cur)) cur = v, changed = true;
+                    else c->fate[j] = FATE_KEEP;
+                }
+            }
+            if (!changed) c->fate[i] = (unsigned char)was_i;
+        }
+    }
+    return cur;
+}
+
+static void search_free(search *c)
+{
+    free(c->lf), free(c->fb), free(c->fate), free(c->stack), free(c->paged), free(c->res), free(c->next);
+    free(c->over), free(c->hot), free(c->cap);
+    poet_schedule_free(&c->s);
+}
+
+static bool search_init(search *c, const poet_problem *p, bool remat, bool paging)
+{
+    memset(c, 0, sizeof *c);
+    c->p = p, c->remat = remat, c->paging = paging, c->T = p->T, c->words = (p->T + 63) / 64;
+    size_t T = (size_t)p->T;
+    c->lf = malloc(T * sizeof(int)), c->fb = malloc(T * sizeof(int));
+    c->fate = calloc(T, 1), c->stack = malloc(T * sizeof(int)), c->paged = malloc(T * sizeof(int));
+    c->over = malloc(T * sizeof(uint64_t)), c->hot = malloc(T * sizeof(uint64_t)), c->cap = malloc(T * sizeof(uint64_t));
+    c->res = malloc((size_t)c->words * sizeof(uint64_t)), c->next = malloc((size_t)c->words * sizeof(uint64_t));
+    if (!c->lf || !c->fb || !c->fate || !c->stack || !c->paged || !c->res || !c->next || !c->over || !c->hot || !c->cap ||
+        poet_schedule_init(&c->s, p->T, NULL)) {
+        search_free(c);
+        return false;
+    }
+    for (int i = 0; i < p->T; i++) {
+        c->lf[i] = i, c->fb[i] = -1;
+        for (int o = p->out_start[i]; o < p->out_start[i + 1]; o++) {
+            int r = p->out[o];
+            if (!p->inst->nodes[r].is_backward) c->lf[i] = r;
+            else if (c->fb[i] < 0) c->fb[i] = r;
+        }
+    }
+    return true;
+}
+
+/* Iterated local search: from the best fates, a few random changes, back
+ * under the budget, down to a local optimum; kept when cheaper. */
+static score kick(search *c, score best, double deadline, uint64_t *rng)
+{
+    unsigned char *saved = malloc((size_t)c->T);
+    if (!saved) return best;
+    /* a local optimum that many kicks did not leave is taken as final */
+    for (int failed = 0; failed < MAX_FAILED_KICKS && plan_wall_s() < deadline; failed++) {
+        memcpy(saved, c->fate, (size_t)c->T);
+        int changes = 2 + (int)(rt_mix64((*rng)++) % 3);
+        for (int k = 0; k < changes; k++) {
+            int i = (int)(rt_mix64((*rng)++) % (uint64_t)c->T), f = (int)(rt_mix64((*rng)++) % N_FATES);
+            if (allowed(c, i, f)) c->fate[i] = (unsigned char)f;
+        }
+        score v = improve(c, shrink(c, build(c), deadline), deadline, false);
+        if (better(c, &v, &best)) best = v, failed = -1;
+        else memcpy(c->fate, saved, (size_t)c->T);
+    }
+    free(saved);
+    return best;
+}
+
+/* What stage t needs at least: node t and its inputs. */
+static uint64_t stage_floor(const poet_problem *p, int t)
+{
+    uint64_t bytes = p->inst->nodes[t].bytes;
+    for (int e = p->in_start[t]; e < p->in_start[t + 1]; e++) bytes += p->inst->nodes[p->in[e]].bytes;
+    return bytes;
+}
+
+/* Descents that may use one kind of recomputation each, then all kinds;
+ * the best goes on to the iterated search with every fate. Leaves its
+ * schedule in c->s; returns the arena it places in, 0 if none fits. */
+static uint64_t descend(search *c, double deadline)
+{
+    uint64_t arena = 0;
+    unsigned all = (1u << N_FATES) - 1, page = 1u << FATE_PAGE, keep = 1u << FATE_KEEP;
+    unsigned starts[] = {keep | page | 1u << FATE_RECOMPUTE, keep | page | 1u << (FATE_RECOMPUTE + 3), all};
+    unsigned char *best = malloc((size_t)c->T);
+    score top = {.built = false};
+    for (size_t k = 0; best && k < sizeof starts / sizeof *starts && plan_wall_s() < deadline; k++) {
+        c->enabled = starts[k];
+        memset(c->fate, FATE_KEEP, (size_t)c->T);
+        score v = shrink(c, build(c), deadline);
+        if (fits(c, &v)) v = improve(c, v, deadline, true);
+        if (k == 0 || better(c, &v, &top)) top = v, memcpy(best, c->fate, (size_t)c->T);
+    }
+    if (best && fits(c, &top)) {
+        uint64_t rng = 1;
+        c->enabled = all;
+        memcpy(c->fate, best, (size_t)c->T);
+        improve(c, kick(c, improve(c, top, deadline, true), deadline, &rng), deadline, true);
+        build(c);
+        arena = placed_arena_bytes(c->p, &c->s);
+    }
+    free(best);
+    return arena;
+}
+
+poet_status fates_plan(const poet_problem *p, bool remat, bool paging, double seconds, poet_schedule *out,
+                       bool *found, poet_err *err)
+{
+    double deadline = plan_wall_s() + seconds;
+    *found = false;
+    search c;
+    if (!search_init(&c, p, remat, paging)) return poet_fail(err, POET_ERR_NOMEM, "out of memory in the fate search");
+    /* placement can need more than the stage peak: plan each stage for
+     * less by the excess, down to what its node and inputs need, until it fits */
+    for (int t = 0; t < c.T; t++) c.cap[t] = p->budget_bytes;
+    for (int attempt = 0; attempt < 4 && !*found && plan_wall_s() < deadline; attempt++) {
+        uint64_t arena = descend(&c, deadline);
+        if (arena && arena <= p->budget_bytes) *found = !poet_schedule_copy(out, &c.s, NULL);
+        if (!arena || arena <= p->budget_bytes) break;
+        bool lowered = false;
+        for (int t = 0; t < c.T; t++) {
+            uint64_t floor_t = stage_floor(p, t), excess = arena - p->budget_bytes;
+            uint64_t to = c.cap[t] > floor_t + excess ? c.cap[t] - excess : floor_t;
+            lowered = lowered || to < c.cap[t];
+            c.cap[t] = to;
+        }
+        if (!lowered) break;
+    }
+    search_free(&c);
+    return POET_OK;
+}

@@ -1,0 +1,14 @@
+/* Internal: the fast planner's fate search (src/plan/fates.c). */
+#ifndef POET_SRC_PLAN_FATES_H
+#define POET_SRC_PLAN_FATES_H
+
+#include "poet/plan.h"
+
+/* A schedule in which each forward tensor is kept, recomputed (in chains,
+ * as often as the backward pass needs it) or paged out and in once, found
+ * by a local search measured with POET's own accounting; *found says
+ * whether one that passes the validator was found within seconds. */
+poet_status fates_plan(const poet_problem *p, bool remat, bool paging, double seconds, poet_schedule *out,
+                       bool *found, poet_err *err);
+
+#endif
