@@ -25,10 +25,10 @@
 #include "milp.h"
 #include "../runtime/util.h"
 
-enum { FATE_KEEP, FATE_RECOMPUTE, FATE_PAGE = FATE_RECOMPUTE + 4, N_FATES };
+enum { FATE_KEEP, FATE_RECOMPUTE, FATE_PAGE = FATE_RECOMPUTE + 5, N_FATES };
 /* recompute fates: held from one backward reader to the next this many
  * stages away at most (the last: to the last reader) */
-static const int REACH[FATE_PAGE - FATE_RECOMPUTE] = {1, 2, 4, 1 << 30};
+static const int REACH[FATE_PAGE - FATE_RECOMPUTE] = {0, 1, 2, 4, 1 << 30};
 enum { MAX_FAILED_KICKS = 200 };
 
 typedef struct search {
@@ -265,8 +265,8 @@ static bool search_init(search *c, const poet_problem *p, bool remat, bool pagin
     return true;
 }
 
-/* Iterated local search: from the best fates, a few random changes, back
- * under the budget, down to a local optimum; kept when cheaper. */
+/* Iterated local search: from the best fates, ruin and recreate (below),
+ * down to a local optimum; kept when cheaper. */
 static score kick(search *c, score best, double deadline, uint64_t *rng)
 {
     unsigned char *saved = malloc((size_t)c->T);
@@ -274,11 +274,19 @@ static score kick(search *c, score best, double deadline, uint64_t *rng)
     /* a local optimum that many kicks did not leave is taken as final */
     for (int failed = 0; failed < MAX_FAILED_KICKS && plan_wall_s() < deadline; failed++) {
         memcpy(saved, c->fate, (size_t)c->T);
-        int changes = 2 + (int)(rt_mix64((*rng)++) % 3);
-        for (int k = 0; k < changes; k++) {
-            int i = (int)(rt_mix64((*rng)++) % (uint64_t)c->T), f = (int)(rt_mix64((*rng)++) % N_FATES);
-            if (allowed(c, i, f)) c->fate[i] = (unsigned char)f;
+        /* ruin: one to three tensors given up go back to keep, and one kept
+         * tensor may get another fate; recreate: the greedy shrink picks
+         * what to give up instead */
+        int n = 0;
+        for (int i = 0; i < c->T; i++)
+            if (c->fate[i] != FATE_KEEP) c->stack[n++] = i;
+        for (int k = 1 + (int)(rt_mix64((*rng)++) % 3); k > 0 && n > 0; k--) {
+            int at = (int)(rt_mix64((*rng)++) % (uint64_t)n);
+            c->fate[c->stack[at]] = FATE_KEEP;
+            c->stack[at] = c->stack[--n];
         }
+        int i = (int)(rt_mix64((*rng)++) % (uint64_t)c->T), f = (int)(rt_mix64((*rng)++) % N_FATES);
+        if (c->fate[i] == FATE_KEEP && allowed(c, i, f)) c->fate[i] = (unsigned char)f;
         score v = improve(c, shrink(c, build(c), deadline), deadline, false);
         if (better(c, &v, &best)) best = v, failed = -1;
         else memcpy(c->fate, saved, (size_t)c->T);
@@ -302,15 +310,14 @@ static uint64_t descend(search *c, double deadline)
 {
     uint64_t arena = 0;
     unsigned all = (1u << N_FATES) - 1, page = 1u << FATE_PAGE, keep = 1u << FATE_KEEP;
-    unsigned starts[] = {keep | page | 1u << FATE_RECOMPUTE, keep | page | 1u << (FATE_RECOMPUTE + 3), all};
     unsigned char *best = malloc((size_t)c->T);
     score top = {.built = false};
-    for (size_t k = 0; best && k < sizeof starts / sizeof *starts && plan_wall_s() < deadline; k++) {
-        c->enabled = starts[k];
+    for (int k = FATE_RECOMPUTE; best && k <= FATE_PAGE && plan_wall_s() < deadline; k++) {
+        c->enabled = k < FATE_PAGE ? keep | page | 1u << k : all;
         memset(c->fate, FATE_KEEP, (size_t)c->T);
         score v = shrink(c, build(c), deadline);
         if (fits(c, &v)) v = improve(c, v, deadline, true);
-        if (k == 0 || better(c, &v, &top)) top = v, memcpy(best, c->fate, (size_t)c->T);
+        if (k == FATE_RECOMPUTE || better(c, &v, &top)) top = v, memcpy(best, c->fate, (size_t)c->T);
     }
     if (best && fits(c, &top)) {
         uint64_t rng = 1;

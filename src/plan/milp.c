@@ -828,7 +828,7 @@ bool milp_improve(const poet_problem *p, const milp_options *mo, double seconds,
             double left = 0.8 * (deadline - plan_wall_s()) - 0.003 * p->T;
             if (left < 0.5) break;
             fx.lo = lo, fx.hi = lo + width;
-            bool got = improve_window(p, &m, &c, &fx, left < 5 ? left : 5, s, &energy);
+            bool got = improve_window(p, &m, &c, &fx, left < 3 ? left : 3, s, &energy);
             changed = changed || got;
         }
     }
