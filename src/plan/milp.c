@@ -312,17 +312,22 @@ static bool to_csc(const lp *l, csc *c)
     return ok;
 }
 
-/* Loads the model into CBC in bulk. */
-static Cbc_Model *to_cbc(const model *m)
+/* Loads the model's matrix into CBC in bulk, with these column bounds. */
+static Cbc_Model *load_cbc(const lp *l, const csc *c, const double *lb, const double *ub)
 {
-    const lp *l = &m->lp;
-    csc c;
-    if (!to_csc(l, &c)) return NULL;
     Cbc_Model *cbc = Cbc_newModel();
-    Cbc_loadProblem(cbc, l->n_cols, l->n_rows, c.start, c.index, c.value, l->lb, l->ub, l->obj, l->rlb, l->rub);
+    Cbc_loadProblem(cbc, l->n_cols, l->n_rows, c->start, c->index, c->value, lb, ub, l->obj, l->rlb, l->rub);
     for (int j = 0; j < l->n_cols; j++)
         if (l->is_int[j]) Cbc_setInteger(cbc, j);
     Cbc_setObjSense(cbc, 1);
+    return cbc;
+}
+
+static Cbc_Model *to_cbc(const model *m)
+{
+    csc c;
+    if (!to_csc(&m->lp, &c)) return NULL;
+    Cbc_Model *cbc = load_cbc(&m->lp, &c, m->lp.lb, m->lp.ub);
     csc_free(&c);
     return cbc;
 }
@@ -768,11 +773,7 @@ static bool improve_window(const poet_problem *p, const model *m, const csc *c, 
 {
     fx->s = s;
     each_decision(m, fix_outside, fx);
-    const lp *l = &m->lp;
-    Cbc_Model *cbc = Cbc_newModel();
-    Cbc_loadProblem(cbc, l->n_cols, l->n_rows, c->start, c->index, c->value, fx->lb, fx->ub, l->obj, l->rlb, l->rub);
-    for (int j = 0; j < l->n_cols; j++)
-        if (l->is_int[j]) Cbc_setInteger(cbc, j);
+    Cbc_Model *cbc = load_cbc(&m->lp, c, fx->lb, fx->ub);
     mip_start(cbc, m, s);
     poet_plan_options o = {.threads = 1, .quiet = true, .deterministic = true};
     set_params(cbc, &o, seconds);
