@@ -490,6 +490,11 @@ static void set_params(Cbc_Model *cbc, const poet_plan_options *o, double second
     Cbc_setParameter(cbc, "ratioGap", "1e-9");
     Cbc_setParameter(cbc, "allowableGap", "1e-12");
     Cbc_setParameter(cbc, "integerTolerance", "1e-9");
+    /* CBC 2.10's probing can tighten a column past its other bound, and
+     * CLP then aborts the process on an assertion instead of calling the
+     * node infeasible (tests/test_milp.c replays one such model); without
+     * it, bounds and times on the reference instances barely move. */
+    Cbc_setParameter(cbc, "probing", "off");
     if (o->deterministic) {
         Cbc_setParameter(cbc, "randomSeed", "1");
         Cbc_setParameter(cbc, "randomCbcSeed", "1");
