@@ -18,7 +18,10 @@ targets (gap <= 1% in 60 s, or 120 s for bert and resnet50).
 A setting meets the target when its certified gap is at most 1% and the
 planner's wall time is within its limit.
 
-usage: bench/planners.py [build/poet] [--milp] [--all | --extra] > table.md
+A run that fails (a non-zero exit) becomes a row that says how, and the
+bench goes on.
+
+usage: bench/planners.py [build/poet] [--milp] [--all | --extra] [--models=a,b] > table.md
 """
 import json
 import os
@@ -33,6 +36,9 @@ ALL = "--all" in sys.argv
 EXTRA = "--extra" in sys.argv
 DATA = os.path.join(os.path.dirname(__file__), "..", "tests", "data", "reference")
 MODELS = ["linear", "transformer", "vgg16_cifar", "vgg16", "resnet18_cifar", "resnet18", "bert", "resnet50"]
+for a in sys.argv[1:]:
+    if a.startswith("--models="):
+        MODELS = [m for m in MODELS if m in a.split("=", 1)[1].split(",")]
 DEVICES = ["m0", "m4", "a72", "a72nocache"]
 MILP_MODELS = {"linear", "transformer", "vgg16_cifar"}
 BUDGETS = [50, 30]
@@ -46,7 +52,9 @@ def plan(instance, budget, factor, planner, limit):
     out = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if out.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed: {out.stderr.strip()}")
+        how = f"signal {-out.returncode}" if out.returncode < 0 else f"exit {out.returncode}"
+        print(f"{' '.join(cmd)} failed ({how}): {out.stderr.strip()}", file=sys.stderr)
+        return {"status": f"failed ({how})", "energy_j": None, "gap": None, "wall_s": wall}
     r = json.loads(out.stdout)
     r["wall_s"] = wall
     return r
