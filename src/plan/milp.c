@@ -15,6 +15,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <coin/Cbc_C_Interface.h>
 #include <coin/Clp_C_Interface.h>
+#include <errno.h>
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../schedule/internal.h"
@@ -504,9 +506,12 @@ static void set_params(Cbc_Model *cbc, const poet_plan_options *o, double second
 /* CBC's driver prints its log on standard output, which belongs to the
  * caller (poet plan --json writes its result there): silence it for the
  * solve; progress comes through the message callback instead. */
-void milp_quiet_solve(Cbc_Model *cbc)
+static void quiet_solve(Cbc_Model *cbc, progress *g)
 {
-    fflush(stdout);
+    pthread_t tick;
+    bool ticking = g && !g->quiet && pthread_create(&tick, NULL, ticker, g) == 0;
+    g_progress = g;
+    if (g) Cbc_registerCallBack(cbc, on_message);
     int saved = dup(1), null = open("/dev/null", O_WRONLY);
     if (saved >= 0 && null >= 0) dup2(null, 1);
     Cbc_solve(cbc);
@@ -514,6 +519,115 @@ void milp_quiet_solve(Cbc_Model *cbc)
     if (saved >= 0 && null >= 0) dup2(saved, 1);
     if (saved >= 0) close(saved);
     if (null >= 0) close(null);
+    g_progress = NULL;
+    if (g) g->done = true;
+    if (ticking) pthread_join(tick, NULL);
+}
+
+/* What a solve left behind: CBC's or CLP's answers, copied out of the model. */
+typedef struct solved {
+    bool ended;            /* the solve ran to its end (its process was not killed) */
+    bool has_x, optimal, infeasible;
+    double obj, bound;     /* in the model's scaled units */
+    double *x;             /* the best solution's columns, when has_x */
+} solved;
+
+/* A solve to run apart: CBC's on a model (with progress, or NULL), or
+ * CLP's on an LP; either leaves its answers in out. */
+typedef struct solve_job {
+    Cbc_Model *cbc;
+    progress *g;
+    Clp_Simplex *clp;
+    int n_cols;
+} solve_job;
+
+static void run_job(const solve_job *job, solved *out)
+{
+    memset(out, 0, sizeof *out);
+    out->ended = true;
+    if (job->clp) {
+        Clp_initialSolve(job->clp);
+        out->optimal = Clp_isProvenOptimal(job->clp);
+        out->obj = out->bound = Clp_objectiveValue(job->clp);
+        return;
+    }
+    quiet_solve(job->cbc, job->g);
+    const double *x = Cbc_bestSolution(job->cbc);
+    out->optimal = Cbc_isProvenOptimal(job->cbc), out->infeasible = Cbc_isProvenInfeasible(job->cbc);
+    out->obj = Cbc_getObjValue(job->cbc), out->bound = Cbc_getBestPossibleObjValue(job->cbc);
+    out->x = x ? malloc((size_t)job->n_cols * sizeof(double)) : NULL;
+    if (out->x) memcpy(out->x, x, (size_t)job->n_cols * sizeof(double));
+    out->has_x = out->x != NULL;
+}
+
+static bool write_all(int fd, const void *buf, size_t n)
+{
+    for (const char *p = buf; n > 0;) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return false;
+        p += k, n -= (size_t)k;
+    }
+    return true;
+}
+
+static bool read_all(int fd, void *buf, size_t n)
+{
+    for (char *p = buf; n > 0;) {
+        ssize_t k = read(fd, p, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return false;
+        p += k, n -= (size_t)k;
+    }
+    return true;
+}
+
+/* The child's answers, or ended false where it died before giving them. */
+static void read_back(pid_t pid, const int fd[2], int n_cols, solved *out)
+{
+    memset(out, 0, sizeof *out);
+    close(fd[1]);
+    solved got;
+    bool ok = read_all(fd[0], &got, sizeof got);
+    got.x = ok && got.has_x ? malloc((size_t)n_cols * sizeof(double)) : NULL;
+    ok = ok && (!got.has_x || (got.x && read_all(fd[0], got.x, (size_t)n_cols * sizeof(double))));
+    close(fd[0]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    if (ok && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        *out = got;
+        return;
+    }
+    free(got.x);
+}
+
+/* Solves in a child process and reads the answers back. Debian's CBC 2.10
+ * can abort on an internal assertion (tests/test_milp.c replays one such
+ * model), and a benchmark run of the fast planner on BERT died of a
+ * segmentation fault that did not recur under a debugger; in a child, only
+ * the solve is lost (ended false) and the planner goes on with what it
+ * has. Where no child can be started, the solve runs here. */
+static void solve_apart(const solve_job *job, solved *out)
+{
+    int fd[2];
+    fflush(stdout), fflush(stderr);
+    if (pipe(fd) == 0) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(fd[0]);
+            solved mine;
+            run_job(job, &mine);
+            bool ok = write_all(fd[1], &mine, sizeof mine) &&
+                      (!mine.has_x || write_all(fd[1], mine.x, (size_t)job->n_cols * sizeof(double)));
+            _exit(ok ? 0 : 1);
+        }
+        if (pid > 0) {
+            read_back(pid, fd, job->n_cols, out);
+            return;
+        }
+        close(fd[0]), close(fd[1]);
+    }
+    run_job(job, out);
 }
 
 /* The best baseline schedule that respects the variant, or none. */
@@ -579,22 +693,17 @@ static poet_status solve(const poet_problem *p, const milp_options *mo, const po
     progress g = {.quiet = o->quiet, .tty = isatty(2) == 1, .start = started, .scale = 1.0 / m.obj_scale,
                   .incumbent = INFINITY, .bound = -INFINITY, .done = false};
     pthread_mutex_init(&g.lock, NULL);
-    pthread_t tick;
-    bool ticking = !g.quiet && pthread_create(&tick, NULL, ticker, &g) == 0;
-    g_progress = &g;
-    Cbc_registerCallBack(cbc, on_message);
-    milp_quiet_solve(cbc);
-    g_progress = NULL;
-    g.done = true;
-    if (ticking) pthread_join(tick, NULL);
-    const double *x = Cbc_bestSolution(cbc);
-    double bound = Cbc_getBestPossibleObjValue(cbc) / m.obj_scale;
-    if (x) g.incumbent = Cbc_getObjValue(cbc);
-    g.bound = Cbc_getBestPossibleObjValue(cbc);
+    solved sv;
+    solve_apart(&(solve_job){.cbc = cbc, .g = &g, .n_cols = m.lp.n_cols}, &sv);
+    const double *x = sv.x;
+    double bound = sv.bound / m.obj_scale;
+    if (x) g.incumbent = sv.obj;
+    g.bound = sv.bound;
     show_progress(&g);
     if (!g.quiet && g.tty) fputc('\n', stderr);
     pthread_mutex_destroy(&g.lock);
-    bool optimal = Cbc_isProvenOptimal(cbc), infeasible = Cbc_isProvenInfeasible(cbc);
+    bool optimal = sv.optimal, infeasible = sv.infeasible;
+    if (!sv.ended) snprintf(r->note, sizeof r->note, "CBC died during the solve; its answers are lost");
     if (!(st = poet_schedule_init(&r->schedule, p->T, err))) {
         poet_err why = {0};
         if (x) {
@@ -626,6 +735,7 @@ static poet_status solve(const poet_problem *p, const milp_options *mo, const po
             r->lower_bound_j = sim.energy_j;
         if (infeasible) r->lower_bound_j = NAN;
     }
+    free(sv.x);
     if (have_start) poet_schedule_free(&start);
     Cbc_deleteModel(cbc);
     model_free(&m);
@@ -645,11 +755,13 @@ static void smallest_budget(const poet_problem *p, const milp_options *mo, doubl
         poet_plan_options o = {.time_limit_s = seconds, .threads = 1, .quiet = true, .deterministic = true};
         set_params(cbc, &o, seconds);
         Cbc_setLogLevel(cbc, 0);
-        milp_quiet_solve(cbc);
+        solved sv;
+        solve_apart(&(solve_job){.cbc = cbc, .n_cols = m.lp.n_cols}, &sv);
         /* M is in units of the keep-all peak */
-        double b = Cbc_getBestPossibleObjValue(cbc) / m.mem_scale;
-        if (isfinite(b) && b > (double)*lo) *lo = (uint64_t)ceil(b - 1e-3);
-        if (Cbc_bestSolution(cbc)) *hi = (uint64_t)ceil(Cbc_getObjValue(cbc) / m.mem_scale);
+        double b = sv.bound / m.mem_scale;
+        if (sv.ended && isfinite(b) && b > (double)*lo) *lo = (uint64_t)ceil(b - 1e-3);
+        if (sv.has_x) *hi = (uint64_t)ceil(sv.obj / m.mem_scale);
+        free(sv.x);
         Cbc_deleteModel(cbc);
     }
     model_free(&m);
@@ -671,9 +783,10 @@ double milp_lp_bound(const poet_problem *p, const milp_options *mo, double secon
         Clp_loadProblem(clp, m.lp.n_cols, m.lp.n_rows, c.start, c.index, c.value, m.lp.lb, m.lp.ub, m.lp.obj,
                         m.lp.rlb, m.lp.rub);
         Clp_setMaximumSeconds(clp, left);
-        Clp_initialSolve(clp);
+        solved sv;
+        solve_apart(&(solve_job){.clp = clp}, &sv);
         /* a margin for the LP's tolerances, so that the bound stays a bound */
-        if (Clp_isProvenOptimal(clp)) bound = Clp_objectiveValue(clp) / m.obj_scale * (1 - 1e-7);
+        if (sv.optimal) bound = sv.obj / m.obj_scale * (1 - 1e-7);
         Clp_deleteModel(clp);
         csc_free(&c);
     }
@@ -783,12 +896,12 @@ static bool improve_window(const poet_problem *p, const model *m, const csc *c, 
     poet_plan_options o = {.threads = 1, .quiet = true, .deterministic = true};
     set_params(cbc, &o, seconds);
     Cbc_setLogLevel(cbc, 0);
-    milp_quiet_solve(cbc);
-    const double *x = Cbc_bestSolution(cbc);
+    solved sv;
+    solve_apart(&(solve_job){.cbc = cbc, .n_cols = m->lp.n_cols}, &sv);
     bool better = false;
     poet_schedule next;
-    if (x && Cbc_getObjValue(cbc) / m->obj_scale < *energy * (1 - 1e-9) && !poet_schedule_init(&next, p->T, NULL)) {
-        extract(m, x, &next);
+    if (sv.has_x && sv.obj / m->obj_scale < *energy * (1 - 1e-9) && !poet_schedule_init(&next, p->T, NULL)) {
+        extract(m, sv.x, &next);
         normalize(&next);
         poet_sim sim;
         better = !poet_schedule_validate(p, &next, NULL) && !poet_simulate(p, &next, &sim, NULL, NULL) &&
@@ -801,6 +914,7 @@ static bool improve_window(const poet_problem *p, const model *m, const csc *c, 
             poet_schedule_free(&next);
         }
     }
+    free(sv.x);
     Cbc_deleteModel(cbc);
     return better;
 }

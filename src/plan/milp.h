@@ -2,8 +2,6 @@
 #ifndef POET_SRC_PLAN_MILP_H
 #define POET_SRC_PLAN_MILP_H
 
-#include <coin/Cbc_C_Interface.h>
-
 #include "poet/plan.h"
 
 typedef struct milp_options {
@@ -16,10 +14,6 @@ double plan_wall_s(void);
 
 poet_status milp_plan(const poet_problem *p, const milp_options *mo, const poet_plan_options *o,
                       poet_plan_result *r, poet_err *err);
-
-/* Cbc_solve with standard output silenced: CBC's driver prints its log
- * there, and standard output belongs to the caller. */
-void milp_quiet_solve(Cbc_Model *cbc);
 
 /* The baseline schedule with the least energy that respects the variant. */
 bool plan_best_baseline(const poet_problem *p, bool paging, bool remat, poet_schedule *best);
