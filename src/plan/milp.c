@@ -25,6 +25,8 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -539,6 +541,7 @@ typedef struct solve_job {
     progress *g;
     Clp_Simplex *clp;
     int n_cols;
+    double deadline; /* plan_wall_s() after which the solve is stopped, lost */
 } solve_job;
 
 static void run_job(const solve_job *job, solved *out)
@@ -571,9 +574,15 @@ static bool write_all(int fd, const void *buf, size_t n)
     return true;
 }
 
-static bool read_all(int fd, void *buf, size_t n)
+/* Reads n bytes unless the deadline passes first. */
+static bool read_all(int fd, void *buf, size_t n, double deadline)
 {
     for (char *p = buf; n > 0;) {
+        double left = deadline - plan_wall_s();
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        int ready = left > 0 ? poll(&pfd, 1, (int)ceil(left * 1000)) : 0;
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready <= 0) return false;
         ssize_t k = read(fd, p, n);
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) return false;
@@ -582,16 +591,20 @@ static bool read_all(int fd, void *buf, size_t n)
     return true;
 }
 
-/* The child's answers, or ended false where it died before giving them. */
-static void read_back(pid_t pid, const int fd[2], int n_cols, solved *out)
+/* The child's answers, or ended false where it died before giving them or
+ * ran past the deadline (then it is killed: CLP, for one, does not always
+ * stop at its own time limit). */
+static void read_back(pid_t pid, const int fd[2], const solve_job *job, solved *out)
 {
     memset(out, 0, sizeof *out);
     close(fd[1]);
+    size_t x_bytes = (size_t)job->n_cols * sizeof(double);
     solved got;
-    bool ok = read_all(fd[0], &got, sizeof got);
-    got.x = ok && got.has_x ? malloc((size_t)n_cols * sizeof(double)) : NULL;
-    ok = ok && (!got.has_x || (got.x && read_all(fd[0], got.x, (size_t)n_cols * sizeof(double))));
+    bool ok = read_all(fd[0], &got, sizeof got, job->deadline);
+    got.x = ok && got.has_x ? malloc(x_bytes) : NULL;
+    ok = ok && (!got.has_x || (got.x && read_all(fd[0], got.x, x_bytes, job->deadline)));
     close(fd[0]);
+    if (!ok) kill(pid, SIGKILL);
     int status;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
     if (ok && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
@@ -622,7 +635,7 @@ static void solve_apart(const solve_job *job, solved *out)
             _exit(ok ? 0 : 1);
         }
         if (pid > 0) {
-            read_back(pid, fd, job->n_cols, out);
+            read_back(pid, fd, job, out);
             return;
         }
         close(fd[0]), close(fd[1]);
@@ -694,7 +707,7 @@ static poet_status solve(const poet_problem *p, const milp_options *mo, const po
                   .incumbent = INFINITY, .bound = -INFINITY, .done = false};
     pthread_mutex_init(&g.lock, NULL);
     solved sv;
-    solve_apart(&(solve_job){.cbc = cbc, .g = &g, .n_cols = m.lp.n_cols}, &sv);
+    solve_apart(&(solve_job){.cbc = cbc, .g = &g, .n_cols = m.lp.n_cols, .deadline = started + limit_s(o)}, &sv);
     const double *x = sv.x;
     double bound = sv.bound / m.obj_scale;
     if (x) g.incumbent = sv.obj;
@@ -756,7 +769,8 @@ static void smallest_budget(const poet_problem *p, const milp_options *mo, doubl
         set_params(cbc, &o, seconds);
         Cbc_setLogLevel(cbc, 0);
         solved sv;
-        solve_apart(&(solve_job){.cbc = cbc, .n_cols = m.lp.n_cols}, &sv);
+        double deadline = plan_wall_s() + 1.1 * seconds + 1;
+        solve_apart(&(solve_job){.cbc = cbc, .n_cols = m.lp.n_cols, .deadline = deadline}, &sv);
         /* M is in units of the keep-all peak */
         double b = sv.bound / m.mem_scale;
         if (sv.ended && isfinite(b) && b > (double)*lo) *lo = (uint64_t)ceil(b - 1e-3);
@@ -784,7 +798,7 @@ double milp_lp_bound(const poet_problem *p, const milp_options *mo, double secon
                         m.lp.rlb, m.lp.rub);
         Clp_setMaximumSeconds(clp, left);
         solved sv;
-        solve_apart(&(solve_job){.clp = clp}, &sv);
+        solve_apart(&(solve_job){.clp = clp, .deadline = deadline}, &sv);
         /* a margin for the LP's tolerances, so that the bound stays a bound */
         if (sv.optimal) bound = sv.obj / m.obj_scale * (1 - 1e-7);
         Clp_deleteModel(clp);
@@ -897,7 +911,9 @@ static bool improve_window(const poet_problem *p, const model *m, const csc *c, 
     set_params(cbc, &o, seconds);
     Cbc_setLogLevel(cbc, 0);
     solved sv;
-    solve_apart(&(solve_job){.cbc = cbc, .n_cols = m->lp.n_cols}, &sv);
+    /* the window's share of the search's time: 1.25 times its limit (0.8 of what is left) */
+    double deadline = plan_wall_s() + 1.25 * seconds;
+    solve_apart(&(solve_job){.cbc = cbc, .n_cols = m->lp.n_cols, .deadline = deadline}, &sv);
     bool better = false;
     poet_schedule next;
     if (sv.has_x && sv.obj / m->obj_scale < *energy * (1 - 1e-9) && !poet_schedule_init(&next, p->T, NULL)) {
