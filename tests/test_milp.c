@@ -58,6 +58,22 @@ static void joint_vs_single(const char *file, double pct, double factor)
     poet_instance_free(&inst);
 }
 
+/* A random graph of min_fwd + (0 .. fwd_range-1) forward nodes and its
+ * problem, under a runtime factor of 1, 1.25, 1.5 or 1.75. */
+static void random_problem(poet_instance *inst, poet_problem *p, int min_fwd, int fwd_range, unsigned *s)
+{
+    random_instance(inst, min_fwd + (int)(rng_next(s) % (unsigned)fwd_range), s);
+    poet_err err = {0};
+    CHECK(poet_problem_init(p, inst, 0, 1.0 + (rng_next(s) % 4) / 4.0, &err) == POET_OK);
+}
+
+/* A budget anywhere from the smallest feasible one to the keep-all peak. */
+static uint64_t random_budget(const poet_problem *p, unsigned *s)
+{
+    uint64_t span = p->keep_all_peak_bytes - p->min_budget_bytes;
+    return p->min_budget_bytes + (span ? rng_next(s) % (span + 1) : 0);
+}
+
 /* On random graphs: the MILP's schedule validates, its bound lies below its
  * energy and below every baseline's. */
 static void random_certificates(unsigned seed)
@@ -66,12 +82,9 @@ static void random_certificates(unsigned seed)
     for (int round = 0; round < 8; round++) {
         unsigned s = seed + (unsigned)round;
         poet_instance inst;
-        random_instance(&inst, 4 + (int)(rng_next(&s) % 5), &s);
         poet_problem p;
-        poet_err err = {0};
-        CHECK(poet_problem_init(&p, &inst, 0, 1.0 + (rng_next(&s) % 4) / 4.0, &err) == POET_OK);
-        uint64_t span = p.keep_all_peak_bytes - p.min_budget_bytes;
-        p.budget_bytes = p.min_budget_bytes + (span ? rng_next(&s) % (span + 1) : 0);
+        random_problem(&inst, &p, 4, 5, &s);
+        p.budget_bytes = random_budget(&p, &s);
         poet_plan_result m = plan("milp", &p, false, false);
         double em = energy(&p, &m);
         if (m.status == POET_PLAN_OPTIMAL || m.status == POET_PLAN_FEASIBLE)
@@ -103,12 +116,9 @@ static void random_certificates(unsigned seed)
 static void fast_certificate_round(unsigned s, int *proven, int *reached)
 {
     poet_instance inst;
-    random_instance(&inst, 4 + (int)(rng_next(&s) % 6), &s);
     poet_problem p;
-    poet_err err = {0};
-    CHECK(poet_problem_init(&p, &inst, 0, 1.0 + (rng_next(&s) % 4) / 4.0, &err) == POET_OK);
-    uint64_t span = p.keep_all_peak_bytes - p.min_budget_bytes;
-    p.budget_bytes = p.min_budget_bytes + (span ? rng_next(&s) % (span + 1) : 0);
+    random_problem(&inst, &p, 4, 6, &s);
+    p.budget_bytes = random_budget(&p, &s);
     for (int variant = 0; variant < 3; variant++) {
         bool no_paging = variant == 1, no_remat = variant == 2;
         poet_plan_result m = plan("milp", &p, no_paging, no_remat), f = plan("fast", &p, no_paging, no_remat);
@@ -165,10 +175,9 @@ static void fast_on_larger_graphs(unsigned seed)
     for (int round = 0; round < 6; round++) {
         unsigned s = seed * 104729u + (unsigned)round;
         poet_instance inst;
-        random_instance(&inst, 33 + (int)(rng_next(&s) % 28), &s);
         poet_problem p;
         poet_err err = {0};
-        CHECK(poet_problem_init(&p, &inst, 0, 1.0 + (rng_next(&s) % 4) / 4.0, &err) == POET_OK);
+        random_problem(&inst, &p, 33, 28, &s);
         uint64_t span = p.keep_all_peak_bytes - p.min_budget_bytes;
         p.budget_bytes = p.min_budget_bytes + span / 8 + (span ? rng_next(&s) % (span / 2 + 1) : 0);
         for (int variant = 0; variant < 3; variant++) {

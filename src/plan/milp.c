@@ -616,10 +616,10 @@ static void read_back(pid_t pid, const int fd[2], const solve_job *job, solved *
 
 /* Solves in a child process and reads the answers back. Debian's CBC 2.10
  * can abort on an internal assertion (tests/test_milp.c replays one such
- * model), and a benchmark run of the fast planner on BERT died of a
- * segmentation fault that did not recur under a debugger; in a child, only
- * the solve is lost (ended false) and the planner goes on with what it
- * has. Where no child can be started, the solve runs here. */
+ * model) and segfaulted in CglPreProcess::postProcess during a window solve
+ * on BERT (core dump from a benchmark run); in a child, only the solve is
+ * lost (ended false) and the planner goes on with what it has. Where no
+ * child can be started, the solve runs here, without the deadline. */
 static void solve_apart(const solve_job *job, solved *out)
 {
     int fd[2];
