@@ -4,18 +4,20 @@
  *   recompute  dropped after its last forward reader; a backward stage
  *              that reads it (or recomputes a descendant) and finds it gone
  *              recomputes it, with every ancestor that is gone too (chains
- *              of recomputation); then either held to its last backward
- *              reader ("hold") or dropped again unless the next stage reads
- *              it ("each");
+ *              of recomputation); held from one backward reader to the next
+ *              only if that is within its reach (0, 1, 2, 4 stages or all);
  *   page       paged out in the stage after its computation, dropped after
  *              its last forward reader, paged in the stage before its first
- *              backward reader, kept to its last reader.
+ *              use, kept to its last; a use is a backward reader or a stage
+ *              whose recomputation chain reads it (so that a chain stops at
+ *              a paged tensor instead of recomputing it).
  * Given the fates, the schedule follows stage by stage and is measured with
  * POET's own accounting (the validator's), so a search over fates is a
  * search over exact schedules: greedily give the fate that buys the most
  * memory per joule to a tensor until every stage fits, then change single
  * fates, and swap pairs of them, while that lowers the energy. */
 #define _POSIX_C_SOURCE 200809L
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,10 +27,11 @@
 #include "milp.h"
 #include "../runtime/util.h"
 
-enum { FATE_KEEP, FATE_RECOMPUTE, FATE_PAGE = FATE_RECOMPUTE + 5, N_FATES };
+enum { N_REACH = 5, FATE_KEEP = 0, FATE_RECOMPUTE, FATE_PAGE = FATE_RECOMPUTE + N_REACH, N_FATES };
 /* recompute fates: held from one backward reader to the next this many
  * stages away at most (the last: to the last reader) */
-static const int REACH[FATE_PAGE - FATE_RECOMPUTE] = {0, 1, 2, 4, 1 << 30};
+static const int REACH[N_REACH] = {0, 1, 2, 4, 1 << 30};
+
 enum { MAX_FAILED_KICKS = 200 };
 
 typedef struct search {
@@ -40,6 +43,9 @@ typedef struct search {
     int *lf, *fb;          /* last forward reader (or itself); first backward reader, -1 if none */
     unsigned char *fate;
     int *stack, *paged;    /* scratch: a stack; the tensors to page */
+    uint64_t *readers;     /* per tensor, a row of stages: its backward readers */
+    uint64_t *uses;        /* per tensor: its readers and, if paged, the stages whose recomputations read it */
+    bool new_use;          /* the last pass of build found a use not in uses */
     uint64_t *over, *hot;  /* bytes over the budget per stage: of the last build, of the current fates */
     uint64_t *res, *next;  /* resident set at the start of this stage and the next */
     poet_schedule s;       /* the schedule of the current fates */
@@ -73,39 +79,57 @@ static bool allowed(const search *c, int i, int fate)
     return c->paging && can_page(c, i);
 }
 
-/* Marks t and every input chain that is not resident as computed in stage t. */
+/* Marks t and every input chain that is not resident as computed in stage t,
+ * and records the stage as a use of each paged tensor the chain reaches
+ * first (not of those above it, which the page-in will spare). */
 static void closure(search *c, int t, uint64_t *R)
 {
     int n = 0;
-    c->stack[n++] = t;
+    c->stack[n++] = 2 * t;
     bit_set(R, t);
     while (n) {
-        int k = c->stack[--n];
+        int k = c->stack[--n] >> 1;
+        bool below = c->stack[n] & 1;
         for (int e = c->p->in_start[k]; e < c->p->in_start[k + 1]; e++) {
             int u = c->p->in[e];
             if (bit_get(c->res, u) || bit_get(R, u)) continue;
+            bool pageable = c->fate[u] == FATE_PAGE && t - 1 > u + 1;
+            uint64_t *uses = c->uses + (size_t)u * c->words;
+            if (pageable && !below && !bit_get(uses, t)) bit_set(uses, t), c->new_use = true;
             bit_set(R, u);
-            c->stack[n++] = u;
+            c->stack[n++] = 2 * u + (below || pageable);
         }
     }
 }
 
-/* Whether i, present in stage t, is still in RAM at the start of t+1. */
-static bool stays(const search *c, int i, int t)
+/* The first stage after t in row, or INT_MAX. */
+static int next_after(const uint64_t *row, int words, int t)
 {
-    if (t >= c->p->last_use[i]) return false;
-    int f = c->fate[i];
-    if (f == FATE_KEEP || t < c->lf[i] || (f == FATE_PAGE && t <= i)) return true;
-    if (f == FATE_PAGE) return t >= c->fb[i] - 1;
-    for (int o = c->p->out_start[i]; o < c->p->out_start[i + 1]; o++) {
-        int r = c->p->out[o];
-        if (r > t && r - t <= REACH[f - FATE_RECOMPUTE] && c->p->inst->nodes[r].is_backward) return true;
+    for (int w = (t + 1) >> 6; w < words; w++) {
+        uint64_t b = row[w] & (w == (t + 1) >> 6 ? ~(uint64_t)0 << ((t + 1) & 63) : ~(uint64_t)0);
+        if (b) return w * 64 + __builtin_ctzll(b);
     }
-    return false;
+    return INT_MAX;
 }
 
-/* Writes the schedule of the current fates into c->s and measures it. */
-static score build(search *c)
+/* Whether i, present in stage t, is still in RAM at the start of t+1. After
+ * its last forward reader, a recomputed tensor stays for a use within reach;
+ * a paged one leaves once on storage and, paged in for its first use, stays
+ * to its last. */
+static bool stays(const search *c, int i, int t)
+{
+    int f = c->fate[i];
+    if (f == FATE_KEEP) return t < c->p->last_use[i];
+    if (t < c->lf[i] || (f == FATE_PAGE && t <= i)) return true;
+    const uint64_t *uses = c->uses + (size_t)i * c->words;
+    int next = next_after(uses, c->words, t);
+    if (next == INT_MAX) return false;
+    if (f == FATE_PAGE) return t >= next_after(uses, c->words, -1);
+    return next - t <= REACH[f - FATE_RECOMPUTE];
+}
+
+/* One pass of build, with the uses known so far. */
+static score build_pass(search *c)
 {
     const poet_problem *p = c->p;
     const poet_cnode *n = p->inst->nodes;
@@ -136,7 +160,9 @@ static score build(search *c)
         for (int k = 0; k < n_paged; k++) {
             int i = c->paged[k];
             if (t == i + 1) bit_set(sched_row_mut(&c->s, POET_MOUT, t), i), v.energy_j += n[i].pageout_j;
-            if (t == c->fb[i] - 1 && !bit_get(c->next, i)) {
+            /* in again for its next use, unless it is in RAM */
+            bool used_next = t + 1 < c->T && bit_get(c->uses + (size_t)i * c->words, t + 1);
+            if (used_next && t > i + 1 && !bit_get(c->next, i) && !bit_get(c->res, i) && !bit_get(R, i)) {
                 bit_set(sched_row_mut(&c->s, POET_MIN, t), i), v.energy_j += n[i].pagein_j;
                 bit_set(c->next, i);
             }
@@ -146,6 +172,23 @@ static score build(search *c)
         c->over[t] = peak > c->cap[t] ? peak - c->cap[t] : 0;
         v.excess += c->over[t];
         memcpy(c->res, c->next, row_bytes);
+    }
+    return v;
+}
+
+/* Writes the schedule of the current fates into c->s and measures it.
+ * Where a recomputation chain reaches a paged tensor, that stage becomes one
+ * of its uses, so that the next pass pages it in for that stage instead;
+ * uses only grow, so the passes settle (a few at most: each adds uses only
+ * for chains that the previous one recomputed). */
+static score build(search *c)
+{
+    memcpy(c->uses, c->readers, (size_t)c->T * c->words * sizeof(uint64_t));
+    score v;
+    for (int pass = 0; pass < 4; pass++) {
+        c->new_use = false;
+        v = build_pass(c);
+        if (!c->new_use) break;
     }
     return v;
 }
@@ -236,7 +279,7 @@ static score improve(search *c, score cur, double deadline, bool pairs)
 static void search_free(search *c)
 {
     free(c->lf), free(c->fb), free(c->fate), free(c->stack), free(c->paged), free(c->res), free(c->next);
-    free(c->over), free(c->hot), free(c->cap);
+    free(c->readers), free(c->uses), free(c->over), free(c->hot), free(c->cap);
     poet_schedule_free(&c->s);
 }
 
@@ -247,10 +290,12 @@ static bool search_init(search *c, const poet_problem *p, bool remat, bool pagin
     size_t T = (size_t)p->T;
     c->lf = malloc(T * sizeof(int)), c->fb = malloc(T * sizeof(int));
     c->fate = calloc(T, 1), c->stack = malloc(T * sizeof(int)), c->paged = malloc(T * sizeof(int));
+    c->readers = calloc(T * (size_t)c->words, sizeof(uint64_t));
+    c->uses = malloc(T * (size_t)c->words * sizeof(uint64_t));
     c->over = malloc(T * sizeof(uint64_t)), c->hot = malloc(T * sizeof(uint64_t)), c->cap = malloc(T * sizeof(uint64_t));
     c->res = malloc((size_t)c->words * sizeof(uint64_t)), c->next = malloc((size_t)c->words * sizeof(uint64_t));
-    if (!c->lf || !c->fb || !c->fate || !c->stack || !c->paged || !c->res || !c->next || !c->over || !c->hot || !c->cap ||
-        poet_schedule_init(&c->s, p->T, NULL)) {
+    if (!c->lf || !c->fb || !c->fate || !c->stack || !c->paged || !c->readers || !c->uses || !c->res || !c->next ||
+        !c->over || !c->hot || !c->cap || poet_schedule_init(&c->s, p->T, NULL)) {
         search_free(c);
         return false;
     }
@@ -259,7 +304,7 @@ static bool search_init(search *c, const poet_problem *p, bool remat, bool pagin
         for (int o = p->out_start[i]; o < p->out_start[i + 1]; o++) {
             int r = p->out[o];
             if (!p->inst->nodes[r].is_backward) c->lf[i] = r;
-            else if (c->fb[i] < 0) c->fb[i] = r;
+            else bit_set(c->readers + (size_t)i * c->words, r), c->fb[i] = c->fb[i] < 0 ? r : c->fb[i];
         }
     }
     return true;

@@ -5,7 +5,8 @@
 #include "poet/plan.h"
 
 /* A schedule in which each forward tensor is kept, recomputed (in chains,
- * as often as the backward pass needs it) or paged out and in once, found
+ * as often as the backward pass needs it) or paged out once and in before
+ * its first use (a backward reader or a recomputation that reads it), found
  * by a local search measured with POET's own accounting; *found says
  * whether one that passes the validator was found within seconds. */
 poet_status fates_plan(const poet_problem *p, bool remat, bool paging, double seconds, poet_schedule *out,
