@@ -79,6 +79,10 @@ static bool allowed(const search *c, int i, int fate)
     return c->paging && can_page(c, i);
 }
 
+/* Whether paged tensor i can be paged in during stage t: it is paged out
+ * in stage i+1, so on storage from i+2. */
+static bool on_storage(int i, int t) { return t > i + 1; }
+
 /* Marks t and every input chain that is not resident as computed in stage t,
  * and records the stage as a use of each paged tensor the chain reaches
  * first (not of those above it, which the page-in will spare). */
@@ -93,7 +97,7 @@ static void closure(search *c, int t, uint64_t *R)
         for (int e = c->p->in_start[k]; e < c->p->in_start[k + 1]; e++) {
             int u = c->p->in[e];
             if (bit_get(c->res, u) || bit_get(R, u)) continue;
-            bool pageable = c->fate[u] == FATE_PAGE && t - 1 > u + 1;
+            bool pageable = c->fate[u] == FATE_PAGE && on_storage(u, t - 1);
             uint64_t *uses = c->uses + (size_t)u * c->words;
             if (pageable && !below && !bit_get(uses, t)) bit_set(uses, t), c->new_use = true;
             bit_set(R, u);
@@ -162,7 +166,7 @@ static score build_pass(search *c)
             if (t == i + 1) bit_set(sched_row_mut(&c->s, POET_MOUT, t), i), v.energy_j += n[i].pageout_j;
             /* in again for its next use, unless it is in RAM */
             bool used_next = t + 1 < c->T && bit_get(c->uses + (size_t)i * c->words, t + 1);
-            if (used_next && t > i + 1 && !bit_get(c->next, i) && !bit_get(c->res, i) && !bit_get(R, i)) {
+            if (used_next && on_storage(i, t) && !bit_get(c->next, i) && !bit_get(c->res, i) && !bit_get(R, i)) {
                 bit_set(sched_row_mut(&c->s, POET_MIN, t), i), v.energy_j += n[i].pagein_j;
                 bit_set(c->next, i);
             }
