@@ -106,13 +106,13 @@ for planner in keep-all chen-sqrt remat-dtr paging hybrid portfolio; do
     ok "plan $planner" "$poet" plan --instance "$data/reference/vgg16_cifar__m4.json" --budget 70% \
         --planner "$planner" --json --out "$tmp/$planner.json"
     for field in planner status energy_j lower_bound_j gap peak_ram_bytes placed_peak_bytes compute_time_s \
-        time_with_paging_s recomputations page_ins page_outs solve_seconds validated; do
+        time_with_paging_s recomputations page_ins page_outs solve_seconds found_seconds validated; do
         has "plan json has $field" "\"$field\"" "$tmp/out"
     done
     if grep -q '"status":[[:space:]]*"feasible"' "$tmp/out"; then
-        grep -v -e solve_seconds -e '"status"' "$tmp/out" >"$tmp/planned"
+        grep -v -e solve_seconds -e found_seconds -e '"status"' "$tmp/out" >"$tmp/planned"
         ok "simulate $planner" "$poet" simulate "$tmp/$planner.json" --json
-        grep -v -e solve_seconds -e '"status"' "$tmp/out" >"$tmp/simulated"
+        grep -v -e solve_seconds -e found_seconds -e '"status"' "$tmp/out" >"$tmp/simulated"
         if cmp -s "$tmp/planned" "$tmp/simulated"; then passed=$((passed + 1)); else
             failed=$((failed + 1))
             echo "FAIL: simulate of $planner differs from plan: $(diff "$tmp/planned" "$tmp/simulated" | head -5)"

@@ -123,6 +123,10 @@ static void fast_certificate_round(unsigned s, int *proven, int *reached)
         bool no_paging = variant == 1, no_remat = variant == 2;
         poet_plan_result m = plan("milp", &p, no_paging, no_remat), f = plan("fast", &p, no_paging, no_remat);
         double em = energy(&p, &m), ef = energy(&p, &f);
+        for (const poet_plan_result *r = &m; r; r = r == &m ? &f : NULL)
+            CHECK_MSG(!r->schedule.T ? isnan(r->found_seconds)
+                                     : r->found_seconds >= 0 && r->found_seconds <= r->solve_seconds,
+                      "seed %u variant %d: found at %g s of %g s", s, variant, r->found_seconds, r->solve_seconds);
         if (m.status == POET_PLAN_OPTIMAL) {
             ++*proven;
             CHECK_MSG(f.status == POET_PLAN_OPTIMAL || f.status == POET_PLAN_FEASIBLE,

@@ -219,7 +219,7 @@ typedef struct report {
     const poet_problem *p;
     const char *planner, *status, *note;
     const poet_sim *sim; /* NULL when there is no schedule */
-    double lower_bound_j, solve_seconds;
+    double lower_bound_j, solve_seconds, found_seconds; /* < 0 or NAN: not planned here */
     bool validated;
 } report;
 
@@ -256,6 +256,7 @@ static int print_report(const report *r, bool json)
         add_num_or_null(o, "page_ins", m, m ? m->page_ins : 0);
         add_num_or_null(o, "page_outs", m, m ? m->page_outs : 0);
         add_num_or_null(o, "solve_seconds", r->solve_seconds >= 0, r->solve_seconds);
+        add_num_or_null(o, "found_seconds", r->found_seconds >= 0, r->found_seconds);
         cJSON_AddBoolToObject(o, "validated", r->validated);
         if (r->note && *r->note) cJSON_AddStringToObject(o, "note", r->note);
         return print_json(o);
@@ -266,6 +267,7 @@ static int print_report(const report *r, bool json)
            (unsigned long long)p->keep_all_peak_bytes, p->runtime_factor);
     printf("planner %s: %s%s", r->planner, r->status, r->validated ? ", validated" : "");
     if (r->solve_seconds >= 0) printf(", %.3f s", r->solve_seconds);
+    if (r->found_seconds >= 0) printf(" (this schedule found at %.3f s)", r->found_seconds);
     printf("\n");
     if (r->note && *r->note) printf("  %s\n", r->note);
     if (!m) return 0;
@@ -362,7 +364,7 @@ static int cmd_plan(int argc, char **argv)
             }
             if (!rc) {
                 report rep = {&p, name, poet_plan_status_str(r.status), r.note, have ? &sim : NULL,
-                              r.lower_bound_j, r.solve_seconds, have};
+                              r.lower_bound_j, r.solve_seconds, r.found_seconds, have};
                 rc = print_report(&rep, json);
             }
             poet_plan_result_free(&r);
@@ -460,7 +462,7 @@ static int cmd_simulate(int argc, char **argv)
     poet_problem p;
     poet_sim sim;
     if (!(rc = check_and_simulate(&l, &p, &sim, NULL))) {
-        report rep = {&p, l.s.planner, "valid", NULL, &sim, p.full_memory_energy_j, -1, true};
+        report rep = {&p, l.s.planner, "valid", NULL, &sim, p.full_memory_energy_j, -1, -1, true};
         rc = print_report(&rep, json);
         poet_problem_free(&p);
     }

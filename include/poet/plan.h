@@ -35,6 +35,11 @@ typedef struct poet_plan_result {
     poet_schedule schedule; /* when optimal or feasible; T == 0 otherwise */
     double lower_bound_j;   /* a true lower bound on the optimal energy, or NAN */
     double solve_seconds;
+    /* seconds from the start until the planner had the schedule it returns,
+     * NAN without one (a planner stores the plan_wall_s() clock of that
+     * moment here, or nothing for its end, and poet_plan turns it into
+     * seconds) */
+    double found_seconds;
     char note[256];         /* why no schedule, or what bounds the answer */
 } poet_plan_result;
 

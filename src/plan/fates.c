@@ -34,6 +34,12 @@ static const int REACH[N_REACH] = {0, 1, 2, 4, 1 << 30};
 
 enum { MAX_FAILED_KICKS = 200 };
 
+typedef struct score {
+    bool built;            /* the fates make a schedule of the variant */
+    double energy_j, time_s;
+    uint64_t excess;       /* bytes over the budget, summed over stages */
+} score;
+
 typedef struct search {
     const poet_problem *p;
     bool remat, paging;
@@ -49,13 +55,9 @@ typedef struct search {
     uint64_t *over, *hot;  /* bytes over the budget per stage: of the last build, of the current fates */
     uint64_t *res, *next;  /* resident set at the start of this stage and the next */
     poet_schedule s;       /* the schedule of the current fates */
+    score record;          /* the best fates this descent has met, and when it first met them */
+    double record_at;
 } search;
-
-typedef struct score {
-    bool built;            /* the fates make a schedule of the variant */
-    double energy_j, time_s;
-    uint64_t excess;       /* bytes over the budget, summed over stages */
-} score;
 
 static bool fits(const search *c, const score *v)
 {
@@ -206,6 +208,12 @@ static bool better(const search *c, const score *a, const score *b)
     return false;
 }
 
+/* Notes when the search first meets fates better than any before. */
+static void note(search *c, const score *v)
+{
+    if (better(c, v, &c->record)) c->record = *v, c->record_at = plan_wall_s();
+}
+
 /* Whether i is in RAM, under keep, in a stage that is over the budget. */
 static bool relieves(const search *c, int i)
 {
@@ -255,6 +263,7 @@ static score improve(search *c, score cur, double deadline, bool pairs)
                 score v = build(c);
                 if (better(c, &v, &cur)) {
                     cur = v, was = f, changed = true;
+                    note(c, &cur);
                 } else {
                     c->fate[i] = (unsigned char)was;
                 }
@@ -270,7 +279,7 @@ static score improve(search *c, score cur, double deadline, bool pairs)
                     if (!allowed(c, j, f)) continue;
                     c->fate[j] = (unsigned char)f;
                     score v = build(c);
-                    if (better(c, &v, &cur)) cur = v, changed = true;
+                    if (better(c, &v, &cur)) cur = v, changed = true, note(c, &cur);
                     else c->fate[j] = FATE_KEEP;
                 }
             }
@@ -337,7 +346,7 @@ static score kick(search *c, score best, double deadline, uint64_t *rng)
         int i = (int)(rt_mix64((*rng)++) % (uint64_t)c->T), f = (int)(rt_mix64((*rng)++) % N_FATES);
         if (c->fate[i] == FATE_KEEP && allowed(c, i, f)) c->fate[i] = (unsigned char)f;
         score v = improve(c, shrink(c, build(c), deadline), deadline, false);
-        if (better(c, &v, &best)) best = v, failed = -1;
+        if (better(c, &v, &best)) best = v, failed = -1, note(c, &best);
         else memcpy(c->fate, saved, (size_t)c->T);
     }
     free(saved);
@@ -361,10 +370,12 @@ static uint64_t descend(search *c, double deadline)
     unsigned all = (1u << N_FATES) - 1, page = 1u << FATE_PAGE, keep = 1u << FATE_KEEP;
     unsigned char *best = malloc((size_t)c->T);
     score top = {.built = false};
+    c->record = top, c->record_at = 0;
     for (int k = FATE_RECOMPUTE; best && k <= FATE_PAGE && plan_wall_s() < deadline; k++) {
         c->enabled = k < FATE_PAGE ? keep | page | 1u << k : all;
         memset(c->fate, FATE_KEEP, (size_t)c->T);
         score v = shrink(c, build(c), deadline);
+        note(c, &v);
         if (fits(c, &v)) v = improve(c, v, deadline, true);
         if (k == FATE_RECOMPUTE || better(c, &v, &top)) top = v, memcpy(best, c->fate, (size_t)c->T);
     }
@@ -381,18 +392,18 @@ static uint64_t descend(search *c, double deadline)
 }
 
 poet_status fates_plan(const poet_problem *p, bool remat, bool paging, double seconds, poet_schedule *out,
-                       bool *found, poet_err *err)
+                       double *found_at, poet_err *err)
 {
     double deadline = plan_wall_s() + seconds;
-    *found = false;
+    *found_at = 0;
     search c;
     if (!search_init(&c, p, remat, paging)) return poet_fail(err, POET_ERR_NOMEM, "out of memory in the fate search");
     /* placement can need more than the stage peak: plan each stage for
      * less by the excess, down to what its node and inputs need, until it fits */
     for (int t = 0; t < c.T; t++) c.cap[t] = p->budget_bytes;
-    for (int attempt = 0; attempt < 4 && !*found && plan_wall_s() < deadline; attempt++) {
+    for (int attempt = 0; attempt < 4 && !*found_at && plan_wall_s() < deadline; attempt++) {
         uint64_t arena = descend(&c, deadline);
-        if (arena && arena <= p->budget_bytes) *found = !poet_schedule_copy(out, &c.s, NULL);
+        if (arena && arena <= p->budget_bytes && !poet_schedule_copy(out, &c.s, NULL)) *found_at = c.record_at;
         if (!arena || arena <= p->budget_bytes) break;
         bool lowered = false;
         for (int t = 0; t < c.T; t++) {

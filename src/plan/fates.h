@@ -7,9 +7,10 @@
 /* A schedule in which each forward tensor is kept, recomputed (in chains,
  * as often as the backward pass needs it) or paged out once and in before
  * its first use (a backward reader or a recomputation that reads it), found
- * by a local search measured with POET's own accounting; *found says
- * whether one that passes the validator was found within seconds. */
+ * by a local search measured with POET's own accounting, within seconds.
+ * *found_at is the plan_wall_s() when the search first met the fates of
+ * *out, or 0 where it found none that passes the validator. */
 poet_status fates_plan(const poet_problem *p, bool remat, bool paging, double seconds, poet_schedule *out,
-                       bool *found, poet_err *err);
+                       double *found_at, poet_err *err);
 
 #endif

@@ -419,6 +419,7 @@ typedef struct progress {
     bool quiet, tty;
     double start, scale;
     _Atomic double incumbent, bound;
+    _Atomic double found_at; /* plan_wall_s() of the last new incumbent, 0 before one */
     _Atomic bool done;
     pthread_mutex_t lock; /* one writer of the line at a time */
 } progress;
@@ -475,6 +476,7 @@ static void on_message(Cbc_Model *cbc, int msgno, int nd, const double *d, int n
         g->bound = d[1];
     } else if ((msgno == 4 || msgno == 12 || msgno == 16) && nd >= 1) { /* a new integer solution */
         g->incumbent = d[0];
+        g->found_at = plan_wall_s();
     }
 }
 
@@ -531,6 +533,7 @@ typedef struct solved {
     bool ended;            /* the solve ran to its end (its process was not killed) */
     bool has_x, optimal, infeasible;
     double obj, bound;     /* in the model's scaled units */
+    double found_at;       /* plan_wall_s() when CBC found its best solution, 0 if unknown */
     double *x;             /* the best solution's columns, when has_x */
 } solved;
 
@@ -561,6 +564,7 @@ static void run_job(const solve_job *job, solved *out)
     out->x = x ? malloc((size_t)job->n_cols * sizeof(double)) : NULL;
     if (out->x) memcpy(out->x, x, (size_t)job->n_cols * sizeof(double));
     out->has_x = out->x != NULL;
+    if (job->g) out->found_at = job->g->found_at;
 }
 
 static bool write_all(int fd, const void *buf, size_t n)
@@ -696,6 +700,7 @@ static poet_status solve(const poet_problem *p, const milp_options *mo, const po
         if (have_start) poet_schedule_free(&start);
         have_start = !poet_schedule_copy(&start, mo->start, NULL);
     }
+    double start_at = plan_wall_s(); /* a caller's start keeps its own time, which the caller knows */
     if (have_start) mip_start(cbc, &m, &start);
     /* the limit covers the whole planner, warm start and model included */
     double seconds = limit_s(o) - (plan_wall_s() - started);
@@ -723,6 +728,7 @@ static poet_status solve(const poet_problem *p, const milp_options *mo, const po
             extract(&m, x, &r->schedule);
             normalize(&r->schedule);
             r->status = optimal ? POET_PLAN_OPTIMAL : POET_PLAN_FEASIBLE;
+            r->found_seconds = sv.found_at > 0 ? sv.found_at : plan_wall_s();
         }
         if (x && poet_schedule_validate(p, &r->schedule, &why) && !strstr(why.msg, "placement-budget") &&
             have_start) {
@@ -734,6 +740,7 @@ static poet_status solve(const poet_problem *p, const milp_options *mo, const po
         if (!x && have_start) { /* CBC kept nothing better than the start */
             poet_schedule_free(&r->schedule);
             r->schedule = start;
+            r->found_seconds = start_at;
             have_start = false;
             r->status = POET_PLAN_FEASIBLE;
         } else if (!x) {
@@ -847,6 +854,7 @@ static poet_status fit_placement(const poet_problem *p, const milp_options *mo, 
         poet_plan_result_free(r);
         memset(r, 0, sizeof *r);
         r->status = plan_best_baseline(p, mo->paging, mo->remat, &r->schedule) ? POET_PLAN_FEASIBLE : POET_PLAN_UNKNOWN;
+        r->found_seconds = plan_wall_s();
         snprintf(r->note, sizeof r->note, "CBC's schedules did not place within the budget; %s",
                  r->schedule.T ? "reporting the best baseline" : "no baseline did either");
     }
@@ -935,7 +943,8 @@ static bool improve_window(const poet_problem *p, const model *m, const csc *c, 
     return better;
 }
 
-bool milp_improve(const poet_problem *p, const milp_options *mo, double seconds, double target_j, poet_schedule *s)
+bool milp_improve(const poet_problem *p, const milp_options *mo, double seconds, double target_j, poet_schedule *s,
+                  double *found_at)
 {
     double deadline = plan_wall_s() + seconds;
     poet_sim sim;
@@ -965,6 +974,7 @@ bool milp_improve(const poet_problem *p, const milp_options *mo, double seconds,
             if (left < 0.5) break;
             fx.lo = lo, fx.hi = lo + width;
             bool got = improve_window(p, &m, &c, &fx, left < 3 ? left : 3, s, &energy);
+            if (got) *found_at = plan_wall_s();
             changed = changed || got;
         }
     }

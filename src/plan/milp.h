@@ -26,7 +26,9 @@ double milp_lp_bound(const poet_problem *p, const milp_options *mo, double secon
 /* Lowers the energy of the valid schedule s by re-solving the MILP over
  * windows of tensors with the rest of s fixed, for at most seconds or until
  * its energy is at most target_j; s stays valid, placement included.
- * Returns whether s improved. */
-bool milp_improve(const poet_problem *p, const milp_options *mo, double seconds, double target_j, poet_schedule *s);
+ * Returns whether s improved, and *found_at is then the plan_wall_s() of
+ * the last improvement. */
+bool milp_improve(const poet_problem *p, const milp_options *mo, double seconds, double target_j, poet_schedule *s,
+                  double *found_at);
 
 #endif

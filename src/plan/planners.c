@@ -102,8 +102,10 @@ static poet_status polish(const poet_problem *p, const poet_plan_options *o, dou
         return POET_OK;
     }
     if (have_m && (!have_r || sm.energy_j <= sr.energy_j)) {
+        double found = have_r && sm.energy_j >= sr.energy_j * (1 - 1e-12) ? r->found_seconds : m.found_seconds;
         poet_plan_result_free(r);
         *r = m;
+        r->found_seconds = found;
         sr = sm;
     } else {
         poet_plan_result_free(&m);
@@ -112,13 +114,15 @@ static poet_status polish(const poet_problem *p, const poet_plan_options *o, dou
     return POET_OK;
 }
 
-/* Keeps cand as *best when it is valid and cheaper; frees it otherwise. */
-static void keep_cheaper(const poet_problem *p, poet_schedule *cand, poet_schedule *best, double *best_j)
+/* Keeps cand, found at the plan_wall_s() at, as *best when it is valid and
+ * cheaper; frees it otherwise. */
+static void keep_cheaper(const poet_problem *p, poet_schedule *cand, double at, poet_schedule *best, double *best_j,
+                         double *found_at)
 {
     poet_sim sim;
     if (!poet_simulate(p, cand, &sim, NULL, NULL) && sim.energy_j < *best_j) {
         if (isfinite(*best_j)) poet_schedule_free(best);
-        *best = *cand, *best_j = sim.energy_j;
+        *best = *cand, *best_j = sim.energy_j, *found_at = at;
         return;
     }
     poet_schedule_free(cand);
@@ -131,16 +135,17 @@ static poet_status plan_fast(const poet_problem *p, const poet_plan_options *o, 
     double started = plan_wall_s(), limit = o->time_limit_s > 0 ? o->time_limit_s : 60;
     /* held back for CBC's overruns and the final validation */
     double reserve = 0.03 * limit + 0.3;
-    bool remat = !o->no_remat, paging = !o->no_paging, have = false;
+    bool remat = !o->no_remat, paging = !o->no_paging;
+    double fates_at;
     poet_schedule best, cand;
     double energy = INFINITY;
-    if (plan_best_baseline(p, paging, remat, &cand)) keep_cheaper(p, &cand, &best, &energy);
-    poet_status st = fates_plan(p, remat, paging, 0.4 * limit, &cand, &have, err);
+    if (plan_best_baseline(p, paging, remat, &cand)) keep_cheaper(p, &cand, plan_wall_s(), &best, &energy, &r->found_seconds);
+    poet_status st = fates_plan(p, remat, paging, 0.4 * limit, &cand, &fates_at, err);
     if (st) {
         if (isfinite(energy)) poet_schedule_free(&best);
         return st;
     }
-    if (have) keep_cheaper(p, &cand, &best, &energy);
+    if (fates_at > 0) keep_cheaper(p, &cand, fates_at, &best, &energy, &r->found_seconds);
     if (!isfinite(energy)) {
         r->status = POET_PLAN_UNKNOWN;
         snprintf(r->note, sizeof r->note, "neither the fate search nor a baseline met the budgets");
@@ -156,7 +161,8 @@ static poet_status plan_fast(const poet_problem *p, const poet_plan_options *o, 
     }
     poet_sim sim;
     if (p->T > POLISH_MAX_NODES && energy > bound * (1 + 1e-6) &&
-        milp_improve(p, &mo, limit - reserve - (plan_wall_s() - started), bound * (1 + 1e-6), &r->schedule) &&
+        milp_improve(p, &mo, limit - reserve - (plan_wall_s() - started), bound * (1 + 1e-6), &r->schedule,
+                     &r->found_seconds) &&
         !poet_simulate(p, &r->schedule, &sim, NULL, NULL))
         energy = sim.energy_j;
     r->status = POET_PLAN_FEASIBLE;
@@ -231,7 +237,10 @@ poet_status poet_plan(const char *planner, const poet_problem *p, const poet_pla
         return POET_OK;
     }
     poet_status st = def->plan(p, o, r, err);
-    r->solve_seconds = plan_wall_s() - start;
+    double end = plan_wall_s();
+    r->solve_seconds = end - start;
+    /* a planner that did not say when (0 or NAN) had it at its end */
+    r->found_seconds = !r->schedule.T ? NAN : (r->found_seconds > 0 ? r->found_seconds : end) - start;
     if (st) {
         poet_plan_result_free(r);
         r->status = POET_PLAN_UNKNOWN;
