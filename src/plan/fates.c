@@ -57,6 +57,8 @@ typedef struct search {
     poet_schedule s;       /* the schedule of the current fates */
     score record;          /* the best fates this descent has met, and when it first met them */
     double record_at;
+    double target_j;       /* a lower bound on the energy: fates that meet it end the search */
+    bool met;
 } search;
 
 static bool fits(const search *c, const score *v)
@@ -208,11 +210,16 @@ static bool better(const search *c, const score *a, const score *b)
     return false;
 }
 
-/* Notes when the search first meets fates better than any before. */
+/* Notes when the search first meets fates better than any before, and
+ * whether they meet the target. */
 static void note(search *c, const score *v)
 {
-    if (better(c, v, &c->record)) c->record = *v, c->record_at = plan_wall_s();
+    if (!better(c, v, &c->record)) return;
+    c->record = *v, c->record_at = plan_wall_s();
+    c->met = v->energy_j <= c->target_j;
 }
+
+static bool go_on(const search *c, double deadline) { return !c->met && plan_wall_s() < deadline; }
 
 /* Whether i is in RAM, under keep, in a stage that is over the budget. */
 static bool relieves(const search *c, int i)
@@ -226,7 +233,7 @@ static bool relieves(const search *c, int i)
  * joule it adds. */
 static score shrink(search *c, score cur, double deadline)
 {
-    while (cur.built && cur.excess > 0 && plan_wall_s() < deadline) {
+    while (cur.built && cur.excess > 0 && go_on(c, deadline)) {
         int best_i = -1, best_f = 0;
         double best_rate = INFINITY;
         memcpy(c->hot, c->over, (size_t)c->T * sizeof *c->hot);
@@ -253,9 +260,9 @@ static score shrink(search *c, score cur, double deadline)
  * and another given up, first improvement, until none helps. */
 static score improve(search *c, score cur, double deadline, bool pairs)
 {
-    for (bool changed = true; changed && plan_wall_s() < deadline;) {
+    for (bool changed = true; changed && go_on(c, deadline);) {
         changed = false;
-        for (int i = 0; i < c->T && plan_wall_s() < deadline; i++) {
+        for (int i = 0; i < c->T && go_on(c, deadline); i++) {
             int was = c->fate[i];
             for (int f = 0; f < N_FATES; f++) {
                 if (f == was || !allowed(c, i, f)) continue;
@@ -269,7 +276,7 @@ static score improve(search *c, score cur, double deadline, bool pairs)
                 }
             }
         }
-        for (int i = 0; i < c->T && pairs && !changed && plan_wall_s() < deadline; i++) {
+        for (int i = 0; i < c->T && pairs && !changed && go_on(c, deadline); i++) {
             if (c->fate[i] == FATE_KEEP) continue;
             int was_i = c->fate[i];
             c->fate[i] = FATE_KEEP;
@@ -330,7 +337,7 @@ static score kick(search *c, score best, double deadline, uint64_t *rng)
     unsigned char *saved = malloc((size_t)c->T);
     if (!saved) return best;
     /* a local optimum that many kicks did not leave is taken as final */
-    for (int failed = 0; failed < MAX_FAILED_KICKS && plan_wall_s() < deadline; failed++) {
+    for (int failed = 0; failed < MAX_FAILED_KICKS && go_on(c, deadline); failed++) {
         memcpy(saved, c->fate, (size_t)c->T);
         /* ruin: one to three tensors given up go back to keep, and one kept
          * tensor may get another fate; recreate: the greedy shrink picks
@@ -370,8 +377,8 @@ static uint64_t descend(search *c, double deadline)
     unsigned all = (1u << N_FATES) - 1, page = 1u << FATE_PAGE, keep = 1u << FATE_KEEP;
     unsigned char *best = malloc((size_t)c->T);
     score top = {.built = false};
-    c->record = top, c->record_at = 0;
-    for (int k = FATE_RECOMPUTE; best && k <= FATE_PAGE && plan_wall_s() < deadline; k++) {
+    c->record = top, c->record_at = 0, c->met = false;
+    for (int k = FATE_RECOMPUTE; best && k <= FATE_PAGE && go_on(c, deadline); k++) {
         c->enabled = k < FATE_PAGE ? keep | page | 1u << k : all;
         memset(c->fate, FATE_KEEP, (size_t)c->T);
         score v = shrink(c, build(c), deadline);
@@ -391,13 +398,14 @@ static uint64_t descend(search *c, double deadline)
     return arena;
 }
 
-poet_status fates_plan(const poet_problem *p, bool remat, bool paging, double seconds, poet_schedule *out,
-                       double *found_at, poet_err *err)
+poet_status fates_plan(const poet_problem *p, bool remat, bool paging, double seconds, double target_j,
+                       poet_schedule *out, double *found_at, poet_err *err)
 {
     double deadline = plan_wall_s() + seconds;
     *found_at = 0;
     search c;
     if (!search_init(&c, p, remat, paging)) return poet_fail(err, POET_ERR_NOMEM, "out of memory in the fate search");
+    c.target_j = target_j;
     /* placement can need more than the stage peak: plan each stage for
      * less by the excess, down to what its node and inputs need, until it fits */
     for (int t = 0; t < c.T; t++) c.cap[t] = p->budget_bytes;

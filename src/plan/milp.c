@@ -815,6 +815,93 @@ double milp_lp_bound(const poet_problem *p, const milp_options *mo, double secon
     return bound;
 }
 
+/* ---- the covering bound ----
+ * A tensor i that the keep-all schedule holds across stage t (i < t < its
+ * last reader) is, in any schedule, either held across t too, and then in
+ * RAM through all of stage t (nothing frees a tensor kept for the next
+ * stage), or brought back before its last reader: recomputed after stage i,
+ * or paged in, which needs a page-out first. So with x_i = 1 for the
+ * tensors that are let go somewhere, every schedule pays at least
+ * sum x_i min(c_i, p_in_i + p_out_i) beyond the full-memory energy, and in
+ * each stage t node t, its inputs and the held tensors not let go fit:
+ *   sum over held i of m_i x_i >= m_t + inputs of t + held bytes - budget.
+ * Recomputation chains, repeated recomputations and the runtime budget are
+ * left out, so this is a relaxation; but its x are whole, which the LP
+ * relaxation's are not: where one 16 KiB tensor must go to save 1 KiB, the
+ * LP pays a sixteenth of its cost and this bound all of it. */
+
+/* Whether the keep-all schedule holds tensor i across stage t, other than
+ * as one of node t's inputs (is_input marks those). */
+static bool held_across(const poet_problem *p, const char *is_input, int i, int t)
+{
+    return i < t && t < p->last_use[i] && !is_input[i];
+}
+
+/* The covering model's rows, one per stage that does not fit under keep-all,
+ * scaled by the budget; false where some stage cannot fit at all. The rows
+ * give CBC 1e-6 of the budget to spare, more than its tolerance, so that a
+ * solution it accepts within tolerance is one of a (slightly) relaxed model
+ * and its bound stays a bound. */
+static bool add_cover_rows(lp *l, const poet_problem *p, const int *col, char *is_input)
+{
+    const poet_cnode *n = p->inst->nodes;
+    double scale = 1.0 / (double)p->budget_bytes;
+    bool fits = true;
+    for (int t = 1; t + 1 < p->T; t++) {
+        double need = (double)n[t].bytes - (double)p->budget_bytes, held = 0;
+        for (int c = p->in_start[t]; c < p->in_start[t + 1]; c++) is_input[p->in[c]] = 1;
+        for (int c = p->in_start[t]; c < p->in_start[t + 1]; c++) need += (double)n[p->in[c]].bytes;
+        for (int i = 0; i < t; i++)
+            if (held_across(p, is_input, i, t)) held += (double)n[i].bytes;
+        fits = fits && need <= 0;
+        if (need + held > 0) {
+            int row = add_row(l, scale * (need + held) - 1e-6, LP_INF);
+            for (int i = 0; i < t; i++)
+                if (held_across(p, is_input, i, t)) coef(l, row, col[i], scale * (double)n[i].bytes);
+        }
+        for (int c = p->in_start[t]; c < p->in_start[t + 1]; c++) is_input[p->in[c]] = 0;
+    }
+    return fits;
+}
+
+double milp_cover_bound(const poet_problem *p, const milp_options *mo, double seconds)
+{
+    const poet_cnode *n = p->inst->nodes;
+    double full = p->full_memory_energy_j, bound = NAN;
+    if (seconds <= 0 || !(full > 0) || !p->budget_bytes) return NAN;
+    lp l;
+    memset(&l, 0, sizeof l);
+    int *col = malloc((size_t)p->T * sizeof *col);
+    char *is_input = calloc((size_t)p->T, 1);
+    csc c;
+    bool built = col && is_input;
+    for (int i = 0; built && i < p->T; i++) {
+        double page = n[i].pagein_j + n[i].pageout_j, once = mo->remat ? n[i].compute_j : INFINITY;
+        if (mo->paging && page < once) once = page;
+        /* a tensor that cannot be brought back cannot be let go */
+        col[i] = add_col(&l, isfinite(once) ? once / full : 0, 0, isfinite(once) ? 1 : 0, true);
+    }
+    built = built && add_cover_rows(&l, p, col, is_input) && !l.oom && to_csc(&l, &c);
+    if (built) {
+        Cbc_Model *cbc = load_cbc(&l, &c, l.lb, l.ub);
+        poet_plan_options o = {.threads = 1, .quiet = true, .deterministic = true};
+        set_params(cbc, &o, seconds);
+        Cbc_setLogLevel(cbc, 0);
+        solved sv;
+        solve_apart(&(solve_job){.cbc = cbc, .n_cols = l.n_cols, .deadline = plan_wall_s() + 1.25 * seconds + 0.5}, &sv);
+        /* CBC's best possible objective bounds the optimum even when it ran
+         * out of time; less a margin for its tolerances */
+        if (sv.ended && !sv.infeasible && isfinite(sv.bound) && sv.bound >= 0 && sv.bound < 1e30)
+            bound = full * (1 + sv.bound) * (1 - 1e-7);
+        free(sv.x);
+        Cbc_deleteModel(cbc);
+        csc_free(&c);
+    }
+    free(col), free(is_input);
+    lp_free(&l);
+    return bound;
+}
+
 /* Solved, but placement needs more than the budget: solve against budgets
  * reduced by the excess (the first solve's bound still holds for the budget
  * asked for); failing that, the best baseline. Never reports a tighter

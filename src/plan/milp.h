@@ -23,6 +23,12 @@ bool plan_best_baseline(const poet_problem *p, bool paging, bool remat, poet_sch
  * seconds or out of memory. */
 double milp_lp_bound(const poet_problem *p, const milp_options *mo, double seconds);
 
+/* A lower bound on the energy of every schedule from a covering model with
+ * whole variables (milp.c says why it holds): where the LP relaxation pays
+ * for fractions of tensors, this pays for whole ones. NAN when not solved
+ * within seconds. */
+double milp_cover_bound(const poet_problem *p, const milp_options *mo, double seconds);
+
 /* Lowers the energy of the valid schedule s by re-solving the MILP over
  * windows of tensors with the rest of s fixed, for at most seconds or until
  * its energy is at most target_j; s stays valid, placement included.

@@ -65,13 +65,17 @@ static poet_status plan_milp(const poet_problem *p, const poet_plan_options *o, 
 
 enum { POLISH_MAX_NODES = 64 };
 
+/* A schedule within this of a lower bound is optimal (the bounds keep 1e-7
+ * of margin for their solvers' tolerances, so they never quite meet it). */
+#define OPTIMAL_GAP 1e-6
+
 /* The certificate of a schedule of this energy against a lower bound: the
  * bound (never above the energy) and optimality when the two meet, or when
  * already proven. */
 static void certify(poet_plan_result *r, double energy, double bound)
 {
     r->lower_bound_j = bound < energy ? bound : energy;
-    if (energy <= r->lower_bound_j * (1 + 1e-12)) r->status = POET_PLAN_OPTIMAL;
+    if (energy <= r->lower_bound_j * (1 + OPTIMAL_GAP)) r->status = POET_PLAN_OPTIMAL;
     else if (r->status != POET_PLAN_OPTIMAL) r->status = POET_PLAN_FEASIBLE;
 }
 
@@ -128,8 +132,9 @@ static void keep_cheaper(const poet_problem *p, poet_schedule *cand, double at, 
     poet_schedule_free(cand);
 }
 
-/* The fate search and the best baseline; the LP bound; then the exact MILP
- * over windows of tensors (large graphs) or over the whole (small ones). */
+/* The covering bound; the fate search (until it meets the bound) and the
+ * best baseline; the LP bound; then the exact MILP over windows of tensors
+ * (large graphs) or over the whole (small ones), while the gap stays open. */
 static poet_status plan_fast(const poet_problem *p, const poet_plan_options *o, poet_plan_result *r, poet_err *err)
 {
     double started = plan_wall_s(), limit = o->time_limit_s > 0 ? o->time_limit_s : 60;
@@ -138,9 +143,12 @@ static poet_status plan_fast(const poet_problem *p, const poet_plan_options *o, 
     bool remat = !o->no_remat, paging = !o->no_paging;
     double fates_at;
     poet_schedule best, cand;
-    double energy = INFINITY;
+    double energy = INFINITY, bound = p->full_memory_energy_j;
+    milp_options mo = {paging, remat, NULL};
+    double cover = milp_cover_bound(p, &mo, 0.1 * limit);
+    if (isfinite(cover) && cover > bound) bound = cover;
     if (plan_best_baseline(p, paging, remat, &cand)) keep_cheaper(p, &cand, plan_wall_s(), &best, &energy, &r->found_seconds);
-    poet_status st = fates_plan(p, remat, paging, 0.4 * limit, &cand, &fates_at, err);
+    poet_status st = fates_plan(p, remat, paging, 0.4 * limit, bound * (1 + OPTIMAL_GAP), &cand, &fates_at, err);
     if (st) {
         if (isfinite(energy)) poet_schedule_free(&best);
         return st;
@@ -152,16 +160,14 @@ static poet_status plan_fast(const poet_problem *p, const poet_plan_options *o, 
         return polish(p, o, started, r, err);
     }
     r->schedule = best;
-    double bound = p->full_memory_energy_j;
-    milp_options mo = {paging, remat, NULL};
-    if (energy > bound * (1 + 1e-12)) { /* only then is a bound above full-memory energy worth its LP */
+    if (energy > bound * (1 + OPTIMAL_GAP)) {
         double lp = milp_lp_bound(p, &mo, limit - reserve - (plan_wall_s() - started));
         if (isfinite(lp) && lp > bound) bound = lp;
         else if (!isfinite(lp)) snprintf(r->note, sizeof r->note, "the LP bound was not reached in time");
     }
     poet_sim sim;
-    if (p->T > POLISH_MAX_NODES && energy > bound * (1 + 1e-6) &&
-        milp_improve(p, &mo, limit - reserve - (plan_wall_s() - started), bound * (1 + 1e-6), &r->schedule,
+    if (p->T > POLISH_MAX_NODES && energy > bound * (1 + OPTIMAL_GAP) &&
+        milp_improve(p, &mo, limit - reserve - (plan_wall_s() - started), bound * (1 + OPTIMAL_GAP), &r->schedule,
                      &r->found_seconds) &&
         !poet_simulate(p, &r->schedule, &sim, NULL, NULL))
         energy = sim.energy_j;
