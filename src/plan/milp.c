@@ -820,15 +820,17 @@ double milp_lp_bound(const poet_problem *p, const milp_options *mo, double secon
  * last reader) is, in any schedule, either held across t too, and then in
  * RAM through all of stage t (nothing frees a tensor kept for the next
  * stage), or brought back before its last reader: recomputed after stage i,
- * or paged in, which needs a page-out first. So with x_i = 1 for the
- * tensors that are let go somewhere, every schedule pays at least
- * sum x_i min(c_i, p_in_i + p_out_i) beyond the full-memory energy, and in
- * each stage t node t, its inputs and the held tensors not let go fit:
- *   sum over held i of m_i x_i >= m_t + inputs of t + held bytes - budget.
- * Recomputation chains, repeated recomputations and the runtime budget are
- * left out, so this is a relaxation; but its x are whole, which the LP
- * relaxation's are not: where one 16 KiB tensor must go to save 1 KiB, the
- * LP pays a sixteenth of its cost and this bound all of it. */
+ * or paged in, which needs a page-out first. So with r_i = 1 for the
+ * tensors that are let go somewhere and recomputed, q_i = 1 for those let go
+ * and only paged, every schedule pays at least sum r_i c_i + q_i (p_in_i +
+ * p_out_i) beyond the full-memory energy and sum r_i tau_i beyond the
+ * full-memory time, and in each stage t node t, its inputs and the held
+ * tensors not let go fit:
+ *   sum over held i of m_i (r_i + q_i) >= m_t + inputs of t + held bytes - budget.
+ * Recomputation chains and repeated recomputations are left out, so this is
+ * a relaxation; but its variables are whole, which the LP relaxation's are
+ * not: where one 16 KiB tensor must go to save 1 KiB, the LP pays a
+ * sixteenth of its cost and this bound all of it. */
 
 /* Whether the keep-all schedule holds tensor i across stage t, other than
  * as one of node t's inputs (is_input marks those). */
@@ -842,7 +844,7 @@ static bool held_across(const poet_problem *p, const char *is_input, int i, int 
  * give CBC 1e-6 of the budget to spare, more than its tolerance, so that a
  * solution it accepts within tolerance is one of a (slightly) relaxed model
  * and its bound stays a bound. */
-static bool add_cover_rows(lp *l, const poet_problem *p, const int *col, char *is_input)
+static bool add_cover_rows(lp *l, const poet_problem *p, const int *rc, const int *pg, char *is_input)
 {
     const poet_cnode *n = p->inst->nodes;
     double scale = 1.0 / (double)p->budget_bytes;
@@ -857,7 +859,10 @@ static bool add_cover_rows(lp *l, const poet_problem *p, const int *col, char *i
         if (need + held > 0) {
             int row = add_row(l, scale * (need + held) - 1e-6, LP_INF);
             for (int i = 0; i < t; i++)
-                if (held_across(p, is_input, i, t)) coef(l, row, col[i], scale * (double)n[i].bytes);
+                if (held_across(p, is_input, i, t)) {
+                    coef(l, row, rc[i], scale * (double)n[i].bytes);
+                    coef(l, row, pg[i], scale * (double)n[i].bytes);
+                }
         }
         for (int c = p->in_start[t]; c < p->in_start[t + 1]; c++) is_input[p->in[c]] = 0;
     }
@@ -871,17 +876,22 @@ double milp_cover_bound(const poet_problem *p, const milp_options *mo, double se
     if (seconds <= 0 || !(full > 0) || !p->budget_bytes) return NAN;
     lp l;
     memset(&l, 0, sizeof l);
-    int *col = malloc((size_t)p->T * sizeof *col);
+    int *rc = malloc((size_t)p->T * sizeof *rc), *pg = malloc((size_t)p->T * sizeof *pg);
     char *is_input = calloc((size_t)p->T, 1);
     csc c;
-    bool built = col && is_input;
+    bool built = rc && pg && is_input;
+    /* recomputed, or paged, or neither; and the time recomputations add */
+    int runtime = built && isfinite(p->runtime_budget_s) && p->full_memory_time_s > 0
+                      ? add_row(&l, -LP_INF, p->runtime_factor - 1 + 1e-6)
+                      : -1;
     for (int i = 0; built && i < p->T; i++) {
-        double page = n[i].pagein_j + n[i].pageout_j, once = mo->remat ? n[i].compute_j : INFINITY;
-        if (mo->paging && page < once) once = page;
-        /* a tensor that cannot be brought back cannot be let go */
-        col[i] = add_col(&l, isfinite(once) ? once / full : 0, 0, isfinite(once) ? 1 : 0, true);
+        rc[i] = mo->remat ? add_col(&l, n[i].compute_j / full, 0, 1, true) : -1;
+        pg[i] = mo->paging ? add_col(&l, (n[i].pagein_j + n[i].pageout_j) / full, 0, 1, true) : -1;
+        int once = add_row(&l, -LP_INF, 1);
+        coef(&l, once, rc[i], 1), coef(&l, once, pg[i], 1);
+        coef(&l, runtime, rc[i], n[i].time_s / p->full_memory_time_s);
     }
-    built = built && add_cover_rows(&l, p, col, is_input) && !l.oom && to_csc(&l, &c);
+    built = built && add_cover_rows(&l, p, rc, pg, is_input) && !l.oom && to_csc(&l, &c);
     if (built) {
         Cbc_Model *cbc = load_cbc(&l, &c, l.lb, l.ub);
         poet_plan_options o = {.threads = 1, .quiet = true, .deterministic = true};
@@ -897,7 +907,7 @@ double milp_cover_bound(const poet_problem *p, const milp_options *mo, double se
         Cbc_deleteModel(cbc);
         csc_free(&c);
     }
-    free(col), free(is_input);
+    free(rc), free(pg), free(is_input);
     lp_free(&l);
     return bound;
 }

@@ -178,7 +178,7 @@ static poet_status plan_fast(const poet_problem *p, const poet_plan_options *o, 
 
 static const poet_planner_def PLANNERS[] = {
     {"fast", "fate search (keep, recompute in chains, or page each tensor) polished by the exact MILP over windows, "
-             "with the LP bound: a certified gap in seconds", true, plan_fast},
+             "against a covering bound and the LP bound: a certified gap in seconds", true, plan_fast},
     {"milp", "POET's MILP on COIN-OR CBC: optimal, or the best found with a certified gap", true, plan_milp},
     {"keep-all", "no rematerialization, no paging: ordinary training", false, plan_keep_all},
     {"chen-sqrt", "checkpoint every sqrt(n) forward tensors, recompute the rest once (Chen et al. 2016)", false,
