@@ -851,8 +851,8 @@ static bool add_cover_rows(lp *l, const poet_problem *p, const int *rc, const in
     bool fits = true;
     for (int t = 1; t + 1 < p->T; t++) {
         double need = (double)n[t].bytes - (double)p->budget_bytes, held = 0;
-        for (int c = p->in_start[t]; c < p->in_start[t + 1]; c++) is_input[p->in[c]] = 1;
-        for (int c = p->in_start[t]; c < p->in_start[t + 1]; c++) need += (double)n[p->in[c]].bytes;
+        for (int c = p->in_start[t]; c < p->in_start[t + 1]; c++)
+            is_input[p->in[c]] = 1, need += (double)n[p->in[c]].bytes;
         for (int i = 0; i < t; i++)
             if (held_across(p, is_input, i, t)) held += (double)n[i].bytes;
         fits = fits && need <= 0;
@@ -898,7 +898,8 @@ double milp_cover_bound(const poet_problem *p, const milp_options *mo, double se
         set_params(cbc, &o, seconds);
         Cbc_setLogLevel(cbc, 0);
         solved sv;
-        solve_apart(&(solve_job){.cbc = cbc, .n_cols = l.n_cols, .deadline = plan_wall_s() + 1.25 * seconds + 0.5}, &sv);
+        double deadline = plan_wall_s() + 1.25 * seconds + 0.5;
+        solve_apart(&(solve_job){.cbc = cbc, .n_cols = l.n_cols, .deadline = deadline}, &sv);
         /* CBC's best possible objective bounds the optimum even when it ran
          * out of time; less a margin for its tolerances */
         if (sv.ended && !sv.infeasible && isfinite(sv.bound) && sv.bound >= 0 && sv.bound < 1e30)

@@ -147,7 +147,8 @@ static poet_status plan_fast(const poet_problem *p, const poet_plan_options *o, 
     milp_options mo = {paging, remat, NULL};
     double cover = milp_cover_bound(p, &mo, 0.1 * limit);
     if (isfinite(cover) && cover > bound) bound = cover;
-    if (plan_best_baseline(p, paging, remat, &cand)) keep_cheaper(p, &cand, plan_wall_s(), &best, &energy, &r->found_seconds);
+    if (plan_best_baseline(p, paging, remat, &cand))
+        keep_cheaper(p, &cand, plan_wall_s(), &best, &energy, &r->found_seconds);
     poet_status st = fates_plan(p, remat, paging, 0.4 * limit, bound * (1 + OPTIMAL_GAP), &cand, &fates_at, err);
     if (st) {
         if (isfinite(energy)) poet_schedule_free(&best);
