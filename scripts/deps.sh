@@ -5,7 +5,7 @@
 # the differential test); with --bench, what bench/ needs (Fashion-MNIST,
 # PuLP for POET's own formulation).
 set -euo pipefail
-packages=(gcc libc6-dev make cmake pkg-config libcjson-dev zlib1g-dev libssl-dev coinor-libcbc-dev python3-sklearn)
+packages=(gcc libc6-dev make cmake pkg-config libcjson-dev zlib1g-dev coinor-libcbc-dev python3-sklearn)
 case "${1:-}" in
 --test) packages+=(clang libclang-rt-14-dev python3-torch) ;;
 --bench) packages+=(dataset-fashion-mnist python3-pulp python3-torch) ;;

@@ -165,7 +165,7 @@ static int start_engine(run *r, const parsed *q)
     uint64_t cap = 0;
     for (int i = 0; i < r->inst.T; i++) cap += r->inst.nodes[i].bytes; /* enough for any schedule */
     if (poet_storage_open_file(r->storage, r->sim.paged_out_bytes ? cap : 0, &st, &err)) return lib_error(&err);
-    poet_engine_config cfg = {&r->g, &r->p, &r->plan.schedule, &st, q->opt, q->seed};
+    poet_engine_config cfg = {&r->g, &r->p, &r->plan.schedule, &st, q->opt, q->seed, 0};
     if (poet_engine_init(&r->e, &cfg, &err)) {
         poet_storage_close(&st);
         return lib_error(&err);

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "poet/device.h"
 #include "poet/schedule.h"
 
 #ifdef __cplusplus
@@ -61,11 +62,27 @@ typedef struct poet_optimizer {
 /* Defaults: SGD lr 0.05 momentum 0.9; Adam lr 1e-3, betas 0.9/0.999, eps 1e-8. */
 poet_optimizer poet_optimizer_default(poet_optimizer_kind kind);
 
+/* ---- the device image: what a device (or this runtime) trains from ---- */
+typedef struct poet_export_options {
+    poet_optimizer optimizer;
+    uint64_t seed;            /* initial weights (unless given) and dropout masks */
+    uint64_t workspace_bytes; /* kernels' scratch: 0 for their fastest (up to 16 MiB); raised to the least they need */
+    const float *params;      /* initial weights in node order, or NULL: from the seed */
+    const float *buffers;     /* initial batch norm statistics, or NULL: mean 0, variance 1 */
+} poet_export_options;
+
+/* Checks the graph, validates the schedule, builds its instruction stream
+ * and placement, and writes the device image (docs/device.md). The caller
+ * frees *data. */
+poet_status poet_export_image(const poet_graph *g, const poet_problem *p, const poet_schedule *s,
+                              const poet_export_options *o, uint8_t **data, size_t *len, poet_err *err);
+
 /* ---- the engine: one graph, one schedule, one arena ---- */
 typedef struct poet_engine_stats {
     uint64_t arena_bytes;        /* the arena: the placement's size */
     uint64_t arena_peak_bytes;   /* highest byte of the arena written so far */
     uint64_t persistent_bytes;   /* weights, gradients, buffers, optimizer state, the batch */
+    uint64_t workspace_bytes;    /* kernels' scratch */
     uint64_t storage_bytes;      /* the storage slots of paged tensors */
     uint64_t paged_out_bytes, paged_in_bytes;
     long recomputations, page_outs, page_ins, steps;
@@ -86,10 +103,14 @@ typedef struct poet_engine_config {
     poet_storage *storage;       /* taken over by the engine; NULL: in memory */
     poet_optimizer optimizer;
     uint64_t seed;               /* initial weights and dropout masks */
+    uint64_t workspace_bytes;    /* kernels' scratch: 0 for their fastest */
 } poet_engine_config;
 
 poet_status poet_engine_init(poet_engine **out, const poet_engine_config *cfg, poet_err *err);
 void poet_engine_free(poet_engine *e);
+
+/* The device image the engine runs: the bytes `poet export` would write. */
+const uint8_t *poet_engine_image(const poet_engine *e, size_t *len);
 
 /* One training step on a batch: x holds the input tensor (the graph's input
  * node's shape), labels one class per row of the loss. Writes the mean loss.

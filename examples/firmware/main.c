@@ -1,0 +1,287 @@
+/* poet's example firmware: trains the device image found in flash on the
+ * batches of a data file, paging to an SD card (or to RAM), and reports on
+ * the console. Written for QEMU's netduinoplus2 (STM32F405), where
+ * semihosting stands in for the console, the card and the command line;
+ * `poet emulate` writes the image and the data and runs it.
+ *
+ * usage (semihosting command line):
+ *   firmware --steps=N --data=FILE [--storage=FILE|ram] [--weights=FILE]
+ *            [--memory=BYTES] [--fail-write=N] [--fail-read=N] [--profile]
+ * --memory hands the library fewer bytes than the pool holds; --fail-*
+ * make the Nth transfer of the card fail. Exit status: 0 trained; 1 poet
+ * refused or a step failed (the weights written are those of the last
+ * completed step); 2 bad arguments or files. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "board.h"
+#include "poet/device.h"
+#include "semihost.h"
+#include "storage.h"
+
+extern unsigned char __data_start[], __bss_end[], __pool_start[], __pool_end[], __image_start[], __image_end[];
+
+enum { POOL_PAINT = 0xA5 };
+
+typedef struct args {
+    long steps, memory, fail_write, fail_read;
+    const char *data, *storage, *weights;
+    bool profile;
+} args;
+
+static char cmdline[512];
+
+/* ---- a little text output without stdio ---- */
+
+static char line[768];
+static size_t used;
+
+static void put_str(const char *s)
+{
+    while (*s && used + 1 < sizeof line) line[used++] = *s++;
+    line[used] = 0;
+}
+
+static void put_u64(uint64_t v)
+{
+    char d[21];
+    int k = 0;
+    do d[k++] = (char)('0' + v % 10), v /= 10;
+    while (v);
+    char s[22];
+    int n = 0;
+    while (k) s[n++] = d[--k];
+    s[n] = 0;
+    put_str(s);
+}
+
+static void put_field(const char *name, uint64_t v)
+{
+    put_str(used > 14 ? ", \"" : "\"");
+    put_str(name);
+    put_str("\": ");
+    put_u64(v);
+}
+
+static void flush(void)
+{
+    put_str("\n");
+    sh_puts(line);
+    used = 0;
+    line[0] = 0;
+}
+
+static int fail(const char *what, const char *detail)
+{
+    put_str("poet-firmware: ");
+    put_str(what);
+    put_str(detail);
+    flush();
+    return 2;
+}
+
+static int refuse(const char *what, const char *detail)
+{
+    fail(what, detail);
+    return 1;
+}
+
+/* ---- arguments ---- */
+
+static bool number(const char *s, long *out)
+{
+    long v = 0;
+    if (!*s) return false;
+    for (; *s && *s != ' '; s++) {
+        if (*s < '0' || *s > '9' || v > 100000000) return false;
+        v = v * 10 + (*s - '0');
+    }
+    *out = v;
+    return true;
+}
+
+static const char *value_of(char *word, const char *key)
+{
+    size_t n = strlen(key);
+    return strncmp(word, key, n) == 0 ? word + n : NULL;
+}
+
+static bool parse(args *a)
+{
+    *a = (args){.storage = "ram"};
+    if (sh_cmdline(cmdline, sizeof cmdline) != 0) return false;
+    for (char *w = cmdline; *w;) {
+        char *end = w;
+        while (*end && *end != ' ') end++;
+        bool more = *end == ' ';
+        *end = 0;
+        const char *v;
+        bool ok = true;
+        if ((v = value_of(w, "--steps="))) ok = number(v, &a->steps);
+        else if ((v = value_of(w, "--memory="))) ok = number(v, &a->memory);
+        else if ((v = value_of(w, "--fail-write="))) ok = number(v, &a->fail_write);
+        else if ((v = value_of(w, "--fail-read="))) ok = number(v, &a->fail_read);
+        else if ((v = value_of(w, "--data="))) a->data = v;
+        else if ((v = value_of(w, "--storage="))) a->storage = v;
+        else if ((v = value_of(w, "--weights="))) a->weights = v;
+        else if (strcmp(w, "--profile") == 0) a->profile = true;
+        else if (w != cmdline) ok = false; /* the first word names the program */
+        if (!ok) return false;
+        w = more ? end + 1 : end;
+    }
+    return a->steps > 0 && a->data;
+}
+
+/* ---- the run ---- */
+
+static double ticks_as_seconds(void) { return (double)board_ticks(); } /* "seconds" are cycles here */
+
+/* Instructions per SysTick cycle: under `-icount shift=0` one instruction
+ * takes 1 ns of virtual time, so this is 1e9 / the core clock; measured
+ * on a loop of known length rather than assumed. */
+static uint64_t instructions_per_kilotick(void)
+{
+    uint64_t t0 = board_ticks();
+    uint32_t n = 200000;
+    __asm__ volatile("1: subs %0, %0, #1\n\tbne 1b" : "+r"(n)::"cc"); /* two instructions a turn */
+    uint64_t dt = board_ticks() - t0;
+    return dt ? 400000ull * 1000 / dt : 0;
+}
+
+static uint32_t arena_peak_painted(const poet_dev *d)
+{
+    const unsigned char *a = poet_dev_arena(d);
+    uint32_t n = (uint32_t)poet_dev_get_stats(d)->arena_bytes;
+    while (n && a[n - 1] == POOL_PAINT) n--;
+    return n;
+}
+
+static void write_weights(const poet_dev *d, const char *path)
+{
+    uint64_t count;
+    const float *w = poet_dev_weights(d, &count);
+    int h = path ? sh_open(path, SH_WRITE_BINARY) : -1;
+    if (h >= 0) {
+        sh_write(h, w, (size_t)count * sizeof(float));
+        sh_close(h);
+    }
+}
+
+typedef struct run {
+    poet_dev *d;
+    poet_dev_memory need;
+    long steps_done;
+    float loss;
+    uint64_t step_ticks;
+} run;
+
+static void report(const run *r, const args *a)
+{
+    const poet_dev_stats *s = poet_dev_get_stats(r->d);
+    char sha[65];
+    poet_dev_weights_sha256(r->d, sha);
+    uint32_t loss_bits;
+    memcpy(&loss_bits, &r->loss, sizeof loss_bits);
+    put_str("poet-device {");
+    put_field("steps", (uint64_t)r->steps_done);
+    put_field("loss_bits", loss_bits);
+    put_field("ram_static_bytes", (uint64_t)(__bss_end - __data_start));
+    put_field("stack_peak_bytes", board_stack_peak_bytes());
+    put_field("stack_bytes", board_stack_bytes());
+    put_field("pool_bytes", (uint64_t)(__pool_end - __pool_start));
+    put_field("arena_bytes", r->need.arena_bytes);
+    put_field("arena_peak_bytes", arena_peak_painted(r->d));
+    put_field("arena_touched_bytes", s->arena_peak_bytes);
+    put_field("persistent_bytes", r->need.persistent_bytes);
+    put_field("workspace_bytes", r->need.workspace_bytes);
+    put_field("control_bytes", r->need.control_bytes);
+    put_field("recomputations", (uint64_t)s->recomputations);
+    put_field("page_outs", (uint64_t)s->page_outs);
+    put_field("page_ins", (uint64_t)s->page_ins);
+    put_field("paged_out_bytes", s->paged_out_bytes);
+    put_field("paged_in_bytes", s->paged_in_bytes);
+    put_field("step_ticks", r->step_ticks);
+    put_field("instructions_per_kilotick", instructions_per_kilotick());
+    if (a->profile) {
+        put_field("conv_forward_ticks", (uint64_t)s->op_s[POET_OP_CONV2D]);
+        put_field("conv_backward_ticks", (uint64_t)s->grad_op_s[POET_OP_CONV2D]);
+        put_field("kernel_ticks", (uint64_t)s->compute_s);
+    }
+    put_str(", \"weights_sha256\": \"");
+    put_str(sha);
+    put_str("\"}");
+    flush();
+}
+
+static int train(run *r, const args *a, int data)
+{
+    float *x;
+    int32_t *y;
+    int rows, classes;
+    uint64_t per_row;
+    poet_dev_batch_shape(r->d, &rows, &per_row, &classes);
+    poet_dev_batch_buffers(r->d, &x, &y);
+    size_t xb = (size_t)rows * (size_t)per_row * sizeof(float), yb = (size_t)rows * sizeof(int32_t);
+    for (long k = 0; k < a->steps; k++) {
+        if (sh_read(data, x, xb) != 0 || sh_read(data, y, yb) != 0) return fail("the data file ends before step ", "");
+        poet_err err = {0};
+        uint64_t t0 = board_ticks();
+        if (poet_dev_step(r->d, x, y, &r->loss, &err)) {
+            put_str("poet-firmware: step ");
+            put_u64((uint64_t)k + 1);
+            put_str(" failed: ");
+            put_str(err.msg);
+            flush();
+            return 1;
+        }
+        r->step_ticks += board_ticks() - t0;
+        r->steps_done++;
+    }
+    return 0;
+}
+
+static int open_dev(run *r, const args *a, poet_dev_storage *st, sd_card *card, ram_store *ram)
+{
+    const void *image = __image_start;
+    uint64_t len = poet_dev_image_length(image);
+    poet_err err = {0};
+    if (!len || len > (uint64_t)(__image_end - __image_start)) return refuse("no device image in flash", "");
+    if (poet_dev_inspect(image, (size_t)len, &r->need, &err)) return refuse("", err.msg);
+    size_t pool = (size_t)(__pool_end - __pool_start), give = a->memory ? (size_t)a->memory : pool;
+    if (give > pool) give = pool;
+    memset(__pool_start, POOL_PAINT, pool);
+    poet_dev_storage *use = NULL;
+    if (r->need.storage_bytes && strcmp(a->storage, "ram") == 0) { /* storage at the pool's end */
+        if (r->need.storage_bytes > give) return refuse("no room in RAM for the storage", "");
+        give -= (size_t)r->need.storage_bytes;
+        ram_store_open(ram, __pool_start + give, r->need.storage_bytes, st);
+        use = st;
+    } else if (r->need.storage_bytes) {
+        card->fail_write_at = a->fail_write, card->fail_read_at = a->fail_read;
+        if (sd_card_open(card, a->storage, r->need.storage_bytes, st, &err)) return fail("", err.msg);
+        use = st;
+    }
+    if (poet_dev_open(&r->d, image, (size_t)len, __pool_start, give, use, a->profile ? ticks_as_seconds : NULL, &err))
+        return refuse("", err.msg);
+    return 0;
+}
+
+int main(void)
+{
+    args a;
+    if (!parse(&a)) return fail("usage: --steps=N --data=FILE [--storage=FILE|ram] [--weights=FILE] ...", "");
+    static run r;
+    static sd_card card;
+    static ram_store ram;
+    poet_dev_storage st;
+    int rc = open_dev(&r, &a, &st, &card, &ram);
+    if (rc) return rc;
+    int data = sh_open(a.data, SH_READ_BINARY);
+    if (data < 0) return fail("cannot open the data file ", a.data);
+    rc = train(&r, &a, data);
+    sh_close(data);
+    write_weights(r.d, a.weights);
+    report(&r, &a);
+    return rc;
+}

@@ -1,0 +1,143 @@
+/* poet on the device: trains a model under a POET schedule on a
+ * microcontroller. Freestanding C11: no malloc, no threads, no stdio, no
+ * files, no libm; the caller hands over one block of memory and a storage
+ * back-end, and poet carves everything it needs from that block once, in
+ * poet_dev_open. What the device runs comes in one device image that the
+ * host writes (`poet export`, or poet_export_image in poet/runtime.h): the
+ * graph's ops and shapes, the schedule as an instruction stream with arena
+ * offsets, the initial weights and the memory it takes. The image is read
+ * in place (from flash, say) and must stay readable while the device is
+ * open.
+ *
+ * The same library, compiled for the host, is what `poet train` runs, so a
+ * step gives the same bits on the host and on the device.
+ *
+ * A port needs: a startup file that enables the FPU before any float code,
+ * a storage back-end (below), and a way to bring the image and the batches
+ * in. examples/firmware/ is one for the STM32F405 (QEMU's netduinoplus2);
+ * docs/device.md says what to change for another board. */
+#ifndef POET_DEVICE_H
+#define POET_DEVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "poet/graph.h"
+#include "poet/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- storage: flash, an SD card, QSPI, reached through a table ---- */
+#define POET_DEV_STORAGE_VERSION 1
+
+/* Transfers may complete later than they start, as DMA does: poet never
+ * touches the RAM of a transfer before waiting for it, and waits for a
+ * page-out before reusing its buffer. A back-end without DMA does the copy
+ * in start and returns at once from wait. */
+typedef struct poet_dev_storage {
+    uint32_t version; /* POET_DEV_STORAGE_VERSION */
+    void *ctx;
+    uint64_t capacity_bytes;
+    /* Starts copying bytes between RAM and storage offset; sets *ticket,
+     * increasing from 0 in the order of starts. */
+    poet_status (*start)(void *ctx, bool write, uint64_t offset, void *ram, size_t bytes, long *ticket,
+                         poet_err *err);
+    /* Returns once transfer `ticket` and every one before it completed
+     * (ticket < 0: every one started); reports the first that failed. */
+    poet_status (*wait)(void *ctx, long ticket, poet_err *err);
+    /* Makes what was written durable; called after a step that paged. */
+    poet_status (*sync)(void *ctx, poet_err *err);
+    /* After a failed step: forget transfers and failures, so that the next
+     * step may run. */
+    void (*reset)(void *ctx);
+} poet_dev_storage;
+
+/* ---- memory ---- */
+typedef struct poet_dev_memory {
+    uint64_t arena_bytes;      /* activations: the schedule's placement */
+    uint64_t persistent_bytes; /* weights, gradients, optimizer state, batch norm statistics, the batch */
+    uint64_t workspace_bytes;  /* kernels' scratch */
+    uint64_t control_bytes;    /* the executor's own state */
+    uint64_t total_bytes;      /* what poet_dev_open needs, alignment included */
+    uint64_t storage_bytes;    /* on storage: the slots of paged tensors */
+} poet_dev_memory;
+
+/* The length an image declares in its header (it starts with at least 24
+ * readable bytes), or 0 when it is not a poet device image: for a device
+ * that finds its image in a flash partition. */
+uint64_t poet_dev_image_length(const void *image);
+
+/* Checks the image (magic, version, length, CRC-32, every record) and says
+ * what it needs. */
+poet_status poet_dev_inspect(const void *image, size_t image_bytes, poet_dev_memory *need, poet_err *err);
+
+/* ---- training ---- */
+typedef struct poet_dev poet_dev; /* lives at the start of the memory handed over */
+
+typedef struct poet_dev_stats {
+    uint64_t arena_bytes;
+    uint64_t arena_peak_bytes; /* the highest arena byte an instruction wrote */
+    uint64_t paged_out_bytes, paged_in_bytes;
+    long recomputations, page_outs, page_ins, steps;
+    /* With a clock: seconds in kernels, forward by op, backward by the
+     * forward node's op, and waiting for transfers. */
+    double compute_s, wait_s;
+    double op_s[POET_OP_COUNT], grad_op_s[POET_OP_COUNT];
+} poet_dev_stats;
+
+/* Opens the image inside memory (8-byte aligned, at least need.total_bytes).
+ * storage may be NULL when the schedule pages nothing; it is borrowed. clock
+ * (seconds, monotonic) may be NULL; with it, kernel time is measured. */
+poet_status poet_dev_open(poet_dev **out, const void *image, size_t image_bytes, void *memory, size_t memory_bytes,
+                          const poet_dev_storage *storage, double (*clock)(void), poet_err *err);
+
+/* Rows of a batch, input floats per row, classes of the loss. */
+void poet_dev_batch_shape(const poet_dev *d, int *rows, uint64_t *numel_per_row, int *classes);
+
+/* poet's own batch buffers: a caller that fills them in place (from a
+ * sensor or a file) and passes them to poet_dev_step needs no second copy. */
+void poet_dev_batch_buffers(poet_dev *d, float **x, int32_t **labels);
+
+/* One training step on a batch (x: the input node's shape; labels: one per
+ * row). Writes the mean loss. A failed step changes no weight, no
+ * statistic and no optimizer state: the last completed step stays intact. */
+poet_status poet_dev_step(poet_dev *d, const float *x, const int32_t *labels, float *loss, poet_err *err);
+
+/* Forward pass in inference mode (running statistics, no dropout) inside
+ * the same arena: sums the loss and counts correct predictions over the
+ * first `rows` rows. */
+poet_status poet_dev_eval(poet_dev *d, const float *x, const int32_t *labels, int rows, float *loss_sum,
+                          int *correct, poet_err *err);
+
+const poet_dev_stats *poet_dev_get_stats(const poet_dev *d);
+
+/* The arena's first byte, so that a port can paint it and measure the
+ * high-water mark that kernels really wrote. */
+const void *poet_dev_arena(const poet_dev *d);
+
+/* SHA-256 of the trainable weights (float32, little-endian, node order), as
+ * 64 hex digits: the same bits give the same digest on every platform. */
+void poet_dev_weights_sha256(const poet_dev *d, char hex[65]);
+
+/* The state a checkpoint keeps: weights, optimizer moments (m, then v; v is
+ * zeros for SGD), batch norm statistics, the step count. */
+size_t poet_dev_state_bytes(const poet_dev *d);
+void poet_dev_state_save(const poet_dev *d, void *dst);
+poet_status poet_dev_state_load(poet_dev *d, const void *src, size_t len, poet_err *err);
+
+/* Direct access, for tests and for exporting: a forward node's parameters
+ * (or their gradients) and batch norm statistics. NULL for other nodes. */
+float *poet_dev_params(poet_dev *d, int node, bool gradient, uint64_t *count);
+/* All trainable weights, in node order (what poet_dev_weights_sha256 hashes). */
+const float *poet_dev_weights(const poet_dev *d, uint64_t *count);
+float *poet_dev_buffers(poet_dev *d, int node, uint64_t *count);
+uint64_t poet_dev_seed(const poet_dev *d);
+uint32_t poet_dev_graph_hash(const poet_dev *d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

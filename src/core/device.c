@@ -1,0 +1,645 @@
+/* The device library (poet/device.h): checks a device image, carves its
+ * memory from the block handed over, and runs the schedule's instruction
+ * stream, the kernels and the optimizer. Freestanding: the host's
+ * `poet train` runs this same code. */
+#include "poet/device.h"
+
+#include <string.h>
+
+#include "hash.h"
+#include "image.h"
+#include "kernels.h"
+#include "mathf.h"
+
+struct poet_dev {
+    const uint8_t *image;
+    const img_header *h;
+    const knode *nodes;
+    const uint64_t *slots;
+    const poet_dev_storage *storage;
+    double (*clock)(void);
+    unsigned char *arena;
+    float *params, *grads, *opt_m, *opt_v, *state, *state_next, *batch_x, *work;
+    int32_t *labels;
+    int32_t *live;  /* node -> buffer in RAM, or -1 */
+    long *pending;  /* buffer -> ticket of its page-out, or -1 */
+    uint64_t step;
+    poet_dev_stats stats;
+};
+
+enum { ALIGN = 8 };
+
+static uint64_t align_up(uint64_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
+
+/* ---- the image, checked field by field ---- */
+
+static bool within(const img_header *h, uint64_t at, uint64_t count, uint64_t size)
+{
+    uint64_t end = h->image_bytes - 4; /* the CRC-32 */
+    return at % ALIGN == 0 && at >= h->header_bytes && at <= end && count <= (end - at) / (size ? size : 1);
+}
+
+static uint32_t read_le32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+
+static poet_status check_header(const uint8_t *img, size_t len, poet_err *err)
+{
+    if ((uintptr_t)img % ALIGN)
+        return poet_fail(err, POET_ERR_INVALID, "device image: must start at an 8-byte aligned address");
+    if (len < sizeof(img_header) + 4 || memcmp(img, POET_IMAGE_MAGIC, 8) != 0)
+        return poet_fail(err, POET_ERR_PARSE, "device image: not a poet device image");
+    const img_header *h = (const img_header *)(const void *)img;
+    if (h->version != POET_IMAGE_VERSION)
+        return poet_fail(err, POET_ERR_UNSUPPORTED, "device image: format %u; this poet reads format %u",
+                         (unsigned)h->version, (unsigned)POET_IMAGE_VERSION);
+    if (h->header_bytes != sizeof(img_header) || h->image_bytes != len)
+        return poet_fail(err, POET_ERR_PARSE, "device image: %zu bytes where its header says %llu (truncated?)", len,
+                         (unsigned long long)h->image_bytes);
+    if (crc32_update(0, img, len - 4) != read_le32(img + len - 4))
+        return poet_fail(err, POET_ERR_PARSE, "device image: checksum mismatch (corrupted)");
+    return POET_OK;
+}
+
+static bool valid_dims(const knode *n)
+{
+    uint64_t numel = 1;
+    if (n->ndim < 1 || n->ndim > POET_MAX_DIMS) return false;
+    for (int i = 0; i < n->ndim; i++) {
+        if (n->dim[i] <= 0) return false;
+        numel *= (uint64_t)n->dim[i];
+        if (numel > (1u << 30)) return false;
+    }
+    return numel == n->numel;
+}
+
+static int64_t window_out(int64_t size, const knode *n) { return (size + 2 * n->pad - n->kernel) / n->stride + 1; }
+
+/* The shape relations a forward kernel indexes by. */
+static int arity(int op)
+{
+    switch (op) {
+    case POET_OP_INPUT: return 0;
+    case POET_OP_ADD:
+    case POET_OP_ATTN_SCORES:
+    case POET_OP_ATTN_CONTEXT: return 2;
+    default: return 1;
+    }
+}
+
+static bool forward_shapes_ok(const knode *nodes, const knode *n)
+{
+    if (n->n_inputs != arity(n->op)) return false;
+    const knode *x = n->n_inputs ? &nodes[n->inputs[0]] : NULL;
+    switch (n->op) {
+    case POET_OP_INPUT: return n->n_inputs == 0;
+    case POET_OP_CONV2D:
+    case POET_OP_MAXPOOL2D:
+    case POET_OP_AVGPOOL2D: {
+        bool conv = n->op == POET_OP_CONV2D;
+        if (x->ndim != 4 || n->ndim != 4 || n->kernel <= 0 || n->stride <= 0 || n->pad < 0 || n->pad >= n->kernel ||
+            x->dim[2] + 2 * n->pad < n->kernel || x->dim[3] + 2 * n->pad < n->kernel)
+            return false;
+        uint64_t w = (uint64_t)n->features * (uint64_t)x->dim[1] * (uint64_t)(n->kernel * n->kernel);
+        return n->dim[0] == x->dim[0] && n->dim[1] == (conv ? n->features : x->dim[1]) &&
+               n->dim[2] == window_out(x->dim[2], n) && n->dim[3] == window_out(x->dim[3], n) &&
+               (!conv || n->params == w + (uint64_t)n->features) && (conv || n->pad == 0);
+    }
+    case POET_OP_BATCHNORM2D:
+        return x->ndim == 4 && n->numel == x->numel && n->params == 2u * (uint32_t)x->dim[1] &&
+               n->buffers == 2u * (uint32_t)x->dim[1] && n->dim[1] == x->dim[1] && n->dim[0] == x->dim[0];
+    case POET_OP_LAYERNORM:
+        return x->ndim == 2 && n->ndim == 2 && n->dim[1] == x->dim[1] && n->numel == x->numel &&
+               n->params == 2u * (uint32_t)x->dim[1];
+    case POET_OP_GLOBAL_AVGPOOL:
+        return x->ndim == 4 && n->ndim == 2 && n->dim[0] == x->dim[0] && n->dim[1] == x->dim[1];
+    case POET_OP_ADD: {
+        const knode *b = &nodes[n->inputs[1]];
+        return n->numel == x->numel && (b->numel == x->numel || (b->ndim == 4 && x->ndim == 4 && b->dim[0] == x->dim[0] &&
+                                                               b->numel / (uint32_t)b->dim[0] <= x->numel / (uint32_t)x->dim[0]));
+    }
+    case POET_OP_LINEAR:
+        return x->ndim == 2 && n->ndim == 2 && n->dim[0] == x->dim[0] && n->dim[1] == n->features &&
+               n->params == (uint32_t)(x->dim[1] + 1) * (uint32_t)n->features;
+    case POET_OP_SOFTMAX_CE: return x->ndim == 2 && n->ndim == 1 && n->dim[0] == x->dim[0];
+    case POET_OP_RELU:
+    case POET_OP_DROPOUT:
+    case POET_OP_GELU:
+    case POET_OP_SOFTMAX:
+    case POET_OP_FLATTEN: return n->numel == x->numel && (n->op != POET_OP_DROPOUT || (n->p >= 0 && n->p < 1));
+    case POET_OP_ATTN_SCORES:
+    case POET_OP_ATTN_CONTEXT: {
+        const knode *q = n->op == POET_OP_ATTN_SCORES ? x : &nodes[n->inputs[1]];
+        if (q->ndim != 2 || n->heads <= 0 || n->seq <= 0 || q->dim[0] % n->seq || q->dim[1] % n->heads) return false;
+        uint64_t sq = (uint64_t)(q->dim[0] / n->seq) * (uint64_t)n->heads * (uint64_t)n->seq * (uint64_t)n->seq;
+        const knode *other = &nodes[n->inputs[n->op == POET_OP_ATTN_SCORES ? 1 : 0]];
+        return n->op == POET_OP_ATTN_SCORES ? (other->numel == q->numel && n->numel == sq)
+                                            : (other->numel == sq && n->numel == q->numel);
+    }
+    default: return false;
+    }
+}
+
+static bool grad_shapes_ok(const knode *nodes, const knode *n, int v)
+{
+    if (n->op == POET_OP_GRAD_SUM) {
+        for (int j = 0; j < n->n_inputs; j++)
+            if (nodes[n->inputs[j]].numel != n->numel) return false;
+        return n->n_inputs >= 2;
+    }
+    if (n->fwd < 0 || n->fwd >= v) return false;
+    const knode *f = &nodes[n->fwd];
+    if (f->op == POET_OP_GRAD || f->op == POET_OP_GRAD_SUM || f->op == POET_OP_INPUT) return false;
+    if (n->wrt < -1 || n->wrt >= f->n_inputs || n->param_at != f->param_at || n->params != f->params ||
+        n->buffer_at != f->buffer_at || n->buffers != f->buffers)
+        return false;
+    if (n->wrt >= 0 ? nodes[f->inputs[n->wrt]].numel != n->numel : f->params == 0) return false;
+    /* the inputs are what n->reads says, in its order */
+    int k = 0;
+    const int32_t want[4] = {-2, f->inputs[0], f->n_inputs > 1 ? f->inputs[1] : -3, n->fwd};
+    for (int b = 0; b < 4; b++) {
+        if (!(n->reads & (1u << b))) continue;
+        if (k >= n->n_inputs) return false;
+        int in = n->inputs[k++];
+        if (b == 0 ? nodes[in].numel != f->numel : in != want[b]) return false;
+    }
+    return k == n->n_inputs && (f->op == POET_OP_SOFTMAX_CE) == !(n->reads & KR_DY);
+}
+
+/* What is wrong with node v, or NULL. */
+static const char *node_problem(const img_header *h, const knode *nodes, uint32_t v)
+{
+    const knode *n = &nodes[v];
+    if (n->op >= POET_OP_COUNT) return "unknown op";
+    if (n->n_inputs > POET_MAX_INPUTS) return "too many inputs";
+    bool params_only = n->op == POET_OP_GRAD && n->wrt == -1; /* writes parameter gradients only */
+    if (params_only ? n->numel != 0 : !valid_dims(n)) return "shape";
+    for (int j = 0; j < n->n_inputs; j++)
+        if (n->inputs[j] < 0 || (uint32_t)n->inputs[j] >= v) return "an input is not an earlier node";
+    if ((uint64_t)n->param_at + n->params > h->n_params || (uint64_t)n->buffer_at + n->buffers > h->n_state)
+        return "parameters outside the image";
+    bool backward = n->op == POET_OP_GRAD || n->op == POET_OP_GRAD_SUM;
+    if (backward != (v >= h->n_forward)) return "out of place";
+    /* one input, one loss: the batch and the labels are sized for them */
+    if ((n->op == POET_OP_INPUT && v != h->input) || (n->op == POET_OP_SOFTMAX_CE && v != h->loss))
+        return "a second input or loss";
+    if (backward ? !grad_shapes_ok(nodes, n, (int)v) : !forward_shapes_ok(nodes, n)) return "shapes of its op";
+    return NULL;
+}
+
+static poet_status check_nodes(const img_header *h, const knode *nodes, poet_err *err)
+{
+    for (uint32_t v = 0; v < h->n_nodes; v++) {
+        const char *why = node_problem(h, nodes, v);
+        if (why) return poet_fail(err, POET_ERR_PARSE, "device image: node %u is malformed (%s)", (unsigned)v, why);
+    }
+    const knode *in = &nodes[h->input], *loss = &nodes[h->loss], *logits = &nodes[loss->inputs[0]];
+    if (in->op != POET_OP_INPUT || loss->op != POET_OP_SOFTMAX_CE || in->numel != h->batch_numel ||
+        (int64_t)h->rows != logits->dim[0] || (int64_t)h->classes != logits->dim[1])
+        return poet_fail(err, POET_ERR_PARSE, "device image: its input or loss node is malformed");
+    return POET_OK;
+}
+
+static poet_status check_program(const uint8_t *img, const img_header *h, const kprogram *pg, const char *what,
+                                 poet_err *err)
+{
+    if (!within(h, pg->instr_at, pg->n_instr, sizeof(kinstr)) || !within(h, pg->buffers_at, pg->n_buffers, sizeof(kbuffer)))
+        return poet_fail(err, POET_ERR_PARSE, "device image: the %s program lies outside the image", what);
+    const kinstr *code = (const kinstr *)(const void *)(img + pg->instr_at);
+    const kbuffer *buf = (const kbuffer *)(const void *)(img + pg->buffers_at);
+    const knode *nodes = (const knode *)(const void *)(img + h->nodes_at);
+    for (uint32_t b = 0; b < pg->n_buffers; b++)
+        if (buf[b].offset > pg->arena_bytes || buf[b].bytes > pg->arena_bytes - buf[b].offset)
+            return poet_fail(err, POET_ERR_PARSE, "device image: %s buffer %u lies outside the arena", what, (unsigned)b);
+    for (uint32_t k = 0; k < pg->n_instr; k++) {
+        const kinstr *in = &code[k];
+        if (in->op > KI_WAIT || (in->op != KI_WAIT && (in->node >= h->n_nodes || in->buffer >= pg->n_buffers ||
+                                                               buf[in->buffer].bytes != 4ull * nodes[in->node].numel)))
+            return poet_fail(err, POET_ERR_PARSE, "device image: %s instruction %u is malformed", what, (unsigned)k);
+    }
+    return POET_OK;
+}
+
+static poet_status check_body(const uint8_t *img, const img_header *h, poet_err *err)
+{
+    const char *bad = NULL;
+    if (h->n_nodes < 2 || h->n_nodes > 65535 || h->n_forward > h->n_nodes || h->loss >= h->n_forward ||
+        h->input >= h->n_forward)
+        bad = "node counts";
+    else if (h->rows == 0 || h->classes == 0)
+        bad = "batch shape";
+    else if (h->optimizer > KOPT_ADAM || !(h->lr >= 0 && h->lr <= 10))
+        bad = "optimizer";
+    else if (h->eval.arena_bytes > h->train.arena_bytes)
+        bad = "arena sizes";
+    else if (!within(h, h->nodes_at, h->n_nodes, sizeof(knode)) || !within(h, h->slots_at, h->n_nodes, 8) ||
+             !within(h, h->params_at, h->n_params, 4) || !within(h, h->state_at, h->n_state, 4) ||
+             !within(h, h->schedule_at, h->schedule_bytes, 1))
+        bad = "section bounds";
+    if (bad) return poet_fail(err, POET_ERR_PARSE, "device image: malformed header (%s)", bad);
+    const knode *nodes = (const knode *)(const void *)(img + h->nodes_at);
+    const uint64_t *slots = (const uint64_t *)(const void *)(img + h->slots_at);
+    poet_status st = check_nodes(h, nodes, err);
+    for (uint32_t v = 0; !st && v < h->n_nodes; v++)
+        if (slots[v] != UINT64_MAX && (slots[v] > h->storage_bytes || 4ull * nodes[v].numel > h->storage_bytes - slots[v]))
+            st = poet_fail(err, POET_ERR_PARSE, "device image: the storage slot of node %u is malformed", (unsigned)v);
+    for (uint32_t v = 0; !st && v < h->n_nodes; v++)
+        if (4 * kernel_workspace_min(nodes, (int)v) > h->workspace_bytes)
+            st = poet_fail(err, POET_ERR_PARSE, "device image: node %u needs more workspace than the image gives",
+                           (unsigned)v);
+    if (!st) st = check_program(img, h, &h->train, "training", err);
+    if (!st) st = check_program(img, h, &h->eval, "inference", err);
+    return st;
+}
+
+/* ---- memory ---- */
+
+typedef struct layout {
+    uint64_t dev, arena, params, grads, opt_m, opt_v, state, state_next, batch, labels, live, pending, work, end;
+} layout;
+
+static layout layout_of(const img_header *h)
+{
+    layout L;
+    uint64_t at = 0, np = 4 * h->n_params, ns = 4 * h->n_state;
+    uint32_t nb = h->train.n_buffers > h->eval.n_buffers ? h->train.n_buffers : h->eval.n_buffers;
+#define PLACE(field, bytes) (L.field = at, at = align_up(at + (bytes)))
+    PLACE(dev, sizeof(poet_dev));
+    PLACE(arena, h->train.arena_bytes);
+    PLACE(params, np);
+    PLACE(grads, np);
+    PLACE(opt_m, np);
+    PLACE(opt_v, h->optimizer == KOPT_ADAM ? np : 0);
+    PLACE(state, ns);
+    PLACE(state_next, ns);
+    PLACE(batch, 4 * h->batch_numel);
+    PLACE(labels, 4ull * h->rows);
+    PLACE(live, 4ull * h->n_nodes);
+    PLACE(pending, sizeof(long) * (uint64_t)nb);
+    PLACE(work, h->workspace_bytes);
+#undef PLACE
+    L.end = at;
+    return L;
+}
+
+uint64_t poet_dev_image_length(const void *image)
+{
+    const uint8_t *p = image;
+    if (memcmp(p, POET_IMAGE_MAGIC, 8) != 0) return 0;
+    uint64_t n = 0;
+    for (int i = 0; i < 8; i++) n |= (uint64_t)p[16 + i] << (8 * i); /* img_header.image_bytes */
+    return n;
+}
+
+poet_status poet_dev_inspect(const void *image, size_t image_bytes, poet_dev_memory *need, poet_err *err)
+{
+    const uint8_t *img = image;
+    poet_status st = check_header(img, image_bytes, err);
+    if (!st) st = check_body(img, (const img_header *)image, err);
+    if (st) return st;
+    const img_header *h = image;
+    layout L = layout_of(h);
+    *need = (poet_dev_memory){.arena_bytes = h->train.arena_bytes,
+                              .persistent_bytes = L.live - L.params,
+                              .workspace_bytes = h->workspace_bytes,
+                              .control_bytes = (L.arena - L.dev) + (L.work - L.live),
+                              .total_bytes = L.end,
+                              .storage_bytes = h->storage_bytes};
+    return POET_OK;
+}
+
+poet_status poet_dev_open(poet_dev **out, const void *image, size_t image_bytes, void *memory, size_t memory_bytes,
+                          const poet_dev_storage *storage, double (*clock)(void), poet_err *err)
+{
+    *out = NULL;
+    poet_dev_memory need;
+    poet_status st = poet_dev_inspect(image, image_bytes, &need, err);
+    if (st) return st;
+    if ((uintptr_t)memory % ALIGN)
+        return poet_fail(err, POET_ERR_INVALID, "memory: must start at an 8-byte aligned address");
+    if (memory_bytes < need.total_bytes)
+        return poet_fail(err, POET_ERR_LIMIT,
+                         "memory: the image needs %llu bytes (arena %llu, persistent %llu, workspace %llu, control "
+                         "%llu); %zu were handed over",
+                         (unsigned long long)need.total_bytes, (unsigned long long)need.arena_bytes,
+                         (unsigned long long)need.persistent_bytes, (unsigned long long)need.workspace_bytes,
+                         (unsigned long long)need.control_bytes, memory_bytes);
+    if (need.storage_bytes && (!storage || storage->version != POET_DEV_STORAGE_VERSION))
+        return poet_fail(err, POET_ERR_INVALID, "storage: the schedule pages %llu bytes and needs a storage back-end "
+                                                "of version %d", (unsigned long long)need.storage_bytes,
+                         POET_DEV_STORAGE_VERSION);
+    if (need.storage_bytes && storage->capacity_bytes < need.storage_bytes)
+        return poet_fail(err, POET_ERR_LIMIT, "storage: the schedule pages %llu bytes; the storage holds %llu",
+                         (unsigned long long)need.storage_bytes, (unsigned long long)storage->capacity_bytes);
+    const uint8_t *img = image;
+    const img_header *h = image;
+    layout L = layout_of(h);
+    unsigned char *m = memory;
+    poet_dev *d = (poet_dev *)(void *)m;
+    memset(d, 0, sizeof *d);
+    *d = (poet_dev){.image = img, .h = h, .nodes = (const knode *)(const void *)(img + h->nodes_at),
+                    .slots = (const uint64_t *)(const void *)(img + h->slots_at), .storage = storage, .clock = clock,
+                    .arena = m + L.arena, .params = (float *)(void *)(m + L.params),
+                    .grads = (float *)(void *)(m + L.grads), .opt_m = (float *)(void *)(m + L.opt_m),
+                    .opt_v = h->optimizer == KOPT_ADAM ? (float *)(void *)(m + L.opt_v) : NULL,
+                    .state = (float *)(void *)(m + L.state), .state_next = (float *)(void *)(m + L.state_next),
+                    .batch_x = (float *)(void *)(m + L.batch), .labels = (int32_t *)(void *)(m + L.labels),
+                    .live = (int32_t *)(void *)(m + L.live), .pending = (long *)(void *)(m + L.pending),
+                    .work = (float *)(void *)(m + L.work)};
+    memcpy(d->params, img + h->params_at, 4 * h->n_params);
+    memset(d->grads, 0, 4 * h->n_params);
+    memset(d->opt_m, 0, 4 * h->n_params);
+    if (d->opt_v) memset(d->opt_v, 0, 4 * h->n_params);
+    memcpy(d->state, img + h->state_at, 4 * h->n_state);
+    d->stats.arena_bytes = h->train.arena_bytes;
+    *out = d;
+    return POET_OK;
+}
+
+/* ---- execution ---- */
+
+static const kinstr *code_of(const poet_dev *d, const kprogram *pg)
+{
+    return (const kinstr *)(const void *)(d->image + pg->instr_at);
+}
+
+static const kbuffer *buffers_of(const poet_dev *d, const kprogram *pg)
+{
+    return (const kbuffer *)(const void *)(d->image + pg->buffers_at);
+}
+
+static float *tensor(const poet_dev *d, const kbuffer *bufs, int node)
+{
+    int b = d->live[node];
+    return b < 0 ? NULL : (float *)(void *)(d->arena + bufs[b].offset);
+}
+
+static void touch(poet_dev *d, const kbuffer *b)
+{
+    if (b->bytes && b->offset + b->bytes > d->stats.arena_peak_bytes) d->stats.arena_peak_bytes = b->offset + b->bytes;
+}
+
+static double now(const poet_dev *d) { return d->clock ? d->clock() : 0.0; }
+
+static poet_status compute(poet_dev *d, const kbuffer *bufs, const kinstr *in, bool training, poet_err *err)
+{
+    const knode *n = &d->nodes[in->node];
+    bool first = training && (in->flags & KI_FIRST);
+    kernel_ctx c = {.nodes = d->nodes, .n = n, .out = tensor(d, bufs, in->node), .params = d->params + n->param_at,
+                    .running = d->state + n->buffer_at, .batch_x = d->batch_x, .labels = d->labels,
+                    .dropout_seed = rt_mix64(d->h->seed ^ rt_mix64(d->step + 0x5eed)), .work = d->work,
+                    .work_floats = (size_t)(d->h->workspace_bytes / 4), .training = training};
+    /* side effects belong to a node's own stage, never to a recomputation */
+    if (first && n->op == POET_OP_GRAD) c.grads = d->grads + n->param_at;
+    if (first && n->op == POET_OP_BATCHNORM2D) c.running_out = d->state_next + n->buffer_at;
+    for (int j = 0; j < n->n_inputs; j++)
+        if (!(c.in[j] = tensor(d, bufs, n->inputs[j])))
+            return poet_fail(err, POET_ERR_INVALID, "device image: node %d reads node %d, which is not in RAM",
+                             (int)in->node, (int)n->inputs[j]);
+    double t0 = now(d);
+    if (!kernel_run(&c)) return poet_fail(err, POET_ERR_UNSUPPORTED, "no kernel for node %d", (int)in->node);
+    if (d->clock) {
+        double dt = d->clock() - t0;
+        d->stats.compute_s += dt;
+        if (n->op == POET_OP_GRAD)
+            d->stats.grad_op_s[d->nodes[n->fwd].op] += dt;
+        else
+            d->stats.op_s[n->op] += dt;
+    }
+    if (training && !(in->flags & KI_FIRST)) d->stats.recomputations++;
+    return POET_OK;
+}
+
+static poet_status wait_for(poet_dev *d, long ticket, poet_err *err)
+{
+    double t0 = now(d);
+    poet_status st = d->storage->wait(d->storage->ctx, ticket, err);
+    if (d->clock) d->stats.wait_s += d->clock() - t0;
+    return st;
+}
+
+static poet_status transfer(poet_dev *d, const kbuffer *bufs, const kinstr *in, poet_err *err)
+{
+    bool out = in->op == KI_PAGEOUT;
+    uint64_t slot = d->slots[in->node];
+    if (slot == UINT64_MAX || !d->storage || (out && d->live[in->node] != (int32_t)in->buffer))
+        return poet_fail(err, POET_ERR_INVALID, "device image: node %d is paged %s without a slot or a buffer",
+                         (int)in->node, out ? "out" : "in");
+    const kbuffer *b = &bufs[in->buffer];
+    long ticket = -1;
+    poet_status st = d->storage->start(d->storage->ctx, out, slot, d->arena + b->offset, (size_t)b->bytes, &ticket, err);
+    if (st) return st;
+    if (out) {
+        d->pending[in->buffer] = ticket;
+        d->stats.page_outs++, d->stats.paged_out_bytes += b->bytes;
+    } else {
+        d->live[in->node] = (int32_t)in->buffer;
+        touch(d, b);
+        d->stats.page_ins++, d->stats.paged_in_bytes += b->bytes;
+    }
+    return POET_OK;
+}
+
+static poet_status run_instr(poet_dev *d, const kbuffer *bufs, const kinstr *in, bool training, poet_err *err)
+{
+    switch (in->op) {
+    case KI_PAGEOUT:
+    case KI_PAGEIN: return transfer(d, bufs, in, err);
+    case KI_COMPUTE:
+        d->live[in->node] = (int32_t)in->buffer;
+        touch(d, &bufs[in->buffer]);
+        return compute(d, bufs, in, training, err);
+    case KI_FREE: {
+        poet_status st = POET_OK;
+        if (d->pending[in->buffer] >= 0) st = wait_for(d, d->pending[in->buffer], err); /* its page-out reads it */
+        d->pending[in->buffer] = -1;
+        d->live[in->node] = -1;
+        return st;
+    }
+    default: return d->storage ? wait_for(d, -1, err) : POET_OK; /* KI_WAIT */
+    }
+}
+
+static poet_status run_program(poet_dev *d, const kprogram *pg, bool training, float *loss, poet_err *err)
+{
+    const kinstr *code = code_of(d, pg);
+    const kbuffer *bufs = buffers_of(d, pg);
+    for (uint32_t v = 0; v < d->h->n_nodes; v++) d->live[v] = -1;
+    for (uint32_t b = 0; b < pg->n_buffers; b++) d->pending[b] = -1;
+    poet_status st = POET_OK;
+    for (uint32_t k = 0; k < pg->n_instr && !st; k++) {
+        const kinstr *in = &code[k];
+        st = run_instr(d, bufs, in, training, err);
+        if (!st && loss && in->op == KI_COMPUTE && in->node == d->h->loss && (in->flags & KI_FIRST)) {
+            const float *l = tensor(d, bufs, in->node);
+            float s = 0.0f;
+            for (uint32_t r = 0; r < d->h->rows; r++) s += l[r];
+            *loss = s / (float)d->h->rows;
+        }
+    }
+    return st;
+}
+
+static poet_status load_batch(poet_dev *d, const float *x, const int32_t *labels, poet_err *err)
+{
+    for (uint32_t r = 0; r < d->h->rows; r++)
+        if (labels[r] < 0 || (uint32_t)labels[r] >= d->h->classes)
+            return poet_fail(err, POET_ERR_INVALID, "label %ld of row %u is outside 0..%u", (long)labels[r],
+                             (unsigned)r, (unsigned)d->h->classes - 1);
+    if (x != d->batch_x) memcpy(d->batch_x, x, 4 * d->h->batch_numel);
+    if (labels != d->labels) memcpy(d->labels, labels, 4ull * d->h->rows);
+    return POET_OK;
+}
+
+/* b^e by squaring: the same bits on every platform, unlike pow(). */
+static double pow_uint(double b, uint64_t e)
+{
+    double r = 1.0;
+    for (; e; e >>= 1, b *= b)
+        if (e & 1) r *= b;
+    return r;
+}
+
+static void optimizer_update(poet_dev *d)
+{
+    const img_header *h = d->h;
+    float c1 = (float)(1.0 - pow_uint(h->beta1, d->step + 1)), c2 = (float)(1.0 - pow_uint(h->beta2, d->step + 1));
+    for (uint64_t i = 0; i < h->n_params; i++) {
+        float g = d->grads[i] + h->weight_decay * d->params[i];
+        if (h->optimizer == KOPT_SGD) {
+            d->opt_m[i] = h->momentum * d->opt_m[i] + g;
+            d->params[i] -= h->lr * d->opt_m[i];
+        } else {
+            d->opt_m[i] = h->beta1 * d->opt_m[i] + (1 - h->beta1) * g;
+            d->opt_v[i] = h->beta2 * d->opt_v[i] + (1 - h->beta2) * g * g;
+            d->params[i] -= h->lr * (d->opt_m[i] / c1) / (poet_sqrtf(d->opt_v[i] / c2) + h->eps);
+        }
+    }
+}
+
+poet_status poet_dev_step(poet_dev *d, const float *x, const int32_t *labels, float *loss, poet_err *err)
+{
+    poet_status st = load_batch(d, x, labels, err);
+    if (st) return st;
+    memcpy(d->state_next, d->state, 4 * d->h->n_state);
+    float l = 0.0f;
+    st = run_program(d, &d->h->train, true, &l, err);
+    if (!st && d->storage && d->stats.page_outs) st = d->storage->sync(d->storage->ctx, err);
+    if (st) { /* the step is void: drain the transfers, keep the weights */
+        if (d->storage) {
+            d->storage->wait(d->storage->ctx, -1, NULL);
+            d->storage->reset(d->storage->ctx);
+        }
+        return st;
+    }
+    memcpy(d->state, d->state_next, 4 * d->h->n_state);
+    optimizer_update(d);
+    d->step++;
+    d->stats.steps++;
+    *loss = l;
+    return POET_OK;
+}
+
+poet_status poet_dev_eval(poet_dev *d, const float *x, const int32_t *labels, int rows, float *loss_sum, int *correct,
+                          poet_err *err)
+{
+    poet_status st = load_batch(d, x, labels, err);
+    if (!st) st = run_program(d, &d->h->eval, false, NULL, err);
+    if (st) return st;
+    const kbuffer *bufs = buffers_of(d, &d->h->eval);
+    const float *logits = tensor(d, bufs, d->nodes[d->h->loss].inputs[0]), *l = tensor(d, bufs, (int)d->h->loss);
+    if (!logits || !l) return poet_fail(err, POET_ERR_INVALID, "device image: inference frees the logits or the loss");
+    float s = 0.0f;
+    int ok = 0, C = (int)d->h->classes;
+    for (int r = 0; r < rows && r < (int)d->h->rows; r++) {
+        const float *row = logits + (size_t)r * (size_t)C;
+        int best = 0;
+        for (int k = 1; k < C; k++)
+            if (row[k] > row[best]) best = k;
+        ok += best == labels[r];
+        s += l[r];
+    }
+    *loss_sum = s;
+    *correct = ok;
+    return POET_OK;
+}
+
+void poet_dev_batch_shape(const poet_dev *d, int *rows, uint64_t *numel_per_row, int *classes)
+{
+    *rows = (int)d->h->rows;
+    *numel_per_row = d->h->batch_numel / d->h->rows;
+    *classes = (int)d->h->classes;
+}
+
+void poet_dev_batch_buffers(poet_dev *d, float **x, int32_t **labels)
+{
+    *x = d->batch_x;
+    *labels = d->labels;
+}
+
+const float *poet_dev_weights(const poet_dev *d, uint64_t *count)
+{
+    *count = d->h->n_params;
+    return d->params;
+}
+
+const poet_dev_stats *poet_dev_get_stats(const poet_dev *d) { return &d->stats; }
+const void *poet_dev_arena(const poet_dev *d) { return d->arena; }
+uint64_t poet_dev_seed(const poet_dev *d) { return d->h->seed; }
+uint32_t poet_dev_graph_hash(const poet_dev *d) { return d->h->graph_hash; }
+
+void poet_dev_weights_sha256(const poet_dev *d, char hex[65])
+{
+    sha256_ctx c;
+    sha256_init(&c);
+    sha256_update(&c, d->params, 4 * d->h->n_params);
+    sha256_final_hex(&c, hex);
+}
+
+/* ---- state ---- */
+
+size_t poet_dev_state_bytes(const poet_dev *d) { return (size_t)(4 * (3 * d->h->n_params + d->h->n_state) + 8); }
+
+void poet_dev_state_save(const poet_dev *d, void *dst)
+{
+    unsigned char *p = dst;
+    size_t np = 4 * d->h->n_params, ns = 4 * d->h->n_state;
+    memcpy(p, d->params, np), p += np;
+    memcpy(p, d->opt_m, np), p += np;
+    if (d->opt_v)
+        memcpy(p, d->opt_v, np);
+    else
+        memset(p, 0, np);
+    p += np;
+    memcpy(p, d->state, ns), p += ns;
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(d->step >> (8 * i));
+}
+
+poet_status poet_dev_state_load(poet_dev *d, const void *src, size_t len, poet_err *err)
+{
+    if (len != poet_dev_state_bytes(d))
+        return poet_fail(err, POET_ERR_INVALID, "state holds %zu bytes; this model needs %zu", len, poet_dev_state_bytes(d));
+    const unsigned char *p = src;
+    size_t np = 4 * d->h->n_params, ns = 4 * d->h->n_state;
+    uint64_t step = 0;
+    for (int i = 0; i < 8; i++) step |= (uint64_t)p[3 * np + ns + i] << (8 * i);
+    if (step >> 63) return poet_fail(err, POET_ERR_INVALID, "state has a negative step count");
+    memcpy(d->params, p, np);
+    memcpy(d->opt_m, p + np, np);
+    if (d->opt_v) memcpy(d->opt_v, p + 2 * np, np);
+    memcpy(d->state, p + 3 * np, ns);
+    d->step = step;
+    return POET_OK;
+}
+
+float *poet_dev_params(poet_dev *d, int node, bool gradient, uint64_t *count)
+{
+    if (node < 0 || (uint32_t)node >= d->h->n_forward) return NULL;
+    *count = d->nodes[node].params;
+    return (gradient ? d->grads : d->params) + d->nodes[node].param_at;
+}
+
+float *poet_dev_buffers(poet_dev *d, int node, uint64_t *count)
+{
+    if (node < 0 || (uint32_t)node >= d->h->n_forward) return NULL;
+    *count = d->nodes[node].buffers;
+    return d->state + d->nodes[node].buffer_at;
+}

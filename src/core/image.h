@@ -1,0 +1,96 @@
+/* Internal: the device image, the one artefact a device needs to train
+ * (docs/device.md): the graph's ops and shapes, the schedule as its
+ * instruction stream with arena offsets, the initial weights and the memory
+ * it takes. The host writes it (src/runtime/image_write.c); the device reads
+ * it in place, from flash or RAM, after checking every field
+ * (src/core/device.c). Every record has a fixed layout of 4- and 8-byte
+ * little-endian fields, identical on x86-64 and 32-bit Arm, so that no copy
+ * is made to read it. Freestanding. */
+#ifndef POET_SRC_CORE_IMAGE_H
+#define POET_SRC_CORE_IMAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "poet/graph.h"
+
+#define POET_IMAGE_MAGIC "POETIMG"  /* and a NUL: 8 bytes */
+#define POET_IMAGE_VERSION 1u
+#define POET_IMAGE_ALIGN 8u         /* every section starts at a multiple */
+
+/* What a grad node's inputs are, in this order: the incoming gradient,
+ * the forward node's inputs 0 and 1, its output. */
+enum { KR_DY = 1, KR_IN0 = 2, KR_IN1 = 4, KR_OUT = 8 };
+
+/* One node of the training graph: what a kernel needs to run it. */
+typedef struct knode {
+    uint8_t op;       /* poet_op */
+    uint8_t n_inputs;
+    uint8_t ndim;     /* of the output */
+    int8_t wrt;       /* grad nodes: the input of fwd differentiated, or -1 */
+    int32_t fwd;      /* grad nodes: the forward node; otherwise -1 */
+    int32_t inputs[POET_MAX_INPUTS];
+    int32_t dim[POET_MAX_DIMS];
+    int32_t features, kernel, stride, pad, heads, seq;
+    float p;
+    uint32_t param_at, params;   /* floats in the parameter block; grad nodes: of fwd */
+    uint32_t buffer_at, buffers; /* batch norm statistics; grad nodes: of fwd */
+    uint32_t numel;              /* of the output */
+    uint32_t reads;              /* grad nodes: which inputs are what (KR_*) */
+} knode;
+
+/* One instruction of a program: the operations of poet_instr_op (checked
+ * equal where the host writes them). */
+enum { KI_PAGEOUT, KI_COMPUTE, KI_FREE, KI_PAGEIN, KI_WAIT };
+enum { KI_FIRST = 1 }; /* flags: the node's own stage (side effects belong here) */
+
+/* Optimizers: poet_optimizer_kind. */
+enum { KOPT_SGD, KOPT_ADAM };
+
+typedef struct kinstr {
+    uint8_t op;
+    uint8_t flags;
+    uint16_t node;
+    uint32_t buffer;
+} kinstr;
+
+typedef struct kbuffer {
+    uint64_t offset, bytes;
+} kbuffer;
+
+typedef struct kprogram {
+    uint32_t n_instr, n_buffers;
+    uint32_t instr_at, buffers_at; /* byte offsets in the image */
+    uint64_t arena_bytes;
+} kprogram;
+
+typedef struct img_header {
+    char magic[8];
+    uint32_t version, header_bytes;
+    uint64_t image_bytes;           /* everything, the CRC-32 included */
+    uint32_t graph_hash;            /* poet_instance_hash of the planned graph */
+    uint32_t n_nodes, n_forward, loss, input;
+    uint32_t rows, classes;
+    uint32_t nodes_at, slots_at, params_at, state_at, schedule_at, schedule_bytes;
+    uint32_t optimizer;             /* poet_optimizer_kind */
+    float lr, momentum, beta1, beta2, eps, weight_decay;
+    uint32_t reserved0, reserved1; /* keep the 8-byte fields aligned without padding */
+    uint64_t seed;
+    uint64_t n_params, n_state;     /* floats: parameters; batch norm statistics */
+    uint64_t batch_numel;           /* floats of one batch's input */
+    uint64_t storage_bytes;         /* the slots of paged tensors */
+    uint64_t workspace_bytes;       /* kernels' scratch (im2col) */
+    uint64_t budget_bytes;
+    kprogram train, eval;
+    char model[32], planner[32];
+} img_header;
+
+/* Fixed layouts: the same bytes on every platform poet builds for. */
+_Static_assert(sizeof(knode) == 108, "knode layout");
+_Static_assert(sizeof(kinstr) == 8, "kinstr layout");
+_Static_assert(sizeof(kbuffer) == 16, "kbuffer layout");
+_Static_assert(sizeof(kprogram) == 24, "kprogram layout");
+_Static_assert(sizeof(img_header) == 280, "img_header layout");
+_Static_assert(offsetof(img_header, image_bytes) == 16, "poet_dev_image_length reads it there");
+
+#endif

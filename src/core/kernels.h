@@ -1,0 +1,53 @@
+/* Internal: the float32 kernels, forward and backward, one per op of the
+ * registry, shared by the host and the device. Freestanding.
+ *
+ * Determinism: each output is computed by one fixed sequence of float
+ * operations (docs/device.md lists them), whatever the tiling, the chunking
+ * of the workspace, the platform or where a tensor lives; so a
+ * recomputation reproduces the dropped tensor bit for bit and a device
+ * reproduces the host. Vectorised and tiled loops only ever run independent
+ * outputs side by side, never reorder one output's sum. */
+#ifndef POET_SRC_CORE_KERNELS_H
+#define POET_SRC_CORE_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "image.h"
+
+typedef struct kernel_ctx {
+    const knode *nodes;                /* the graph */
+    const knode *n;                    /* the node computed */
+    const float *in[POET_MAX_INPUTS];  /* its inputs, in n->inputs order */
+    float *out;
+    const float *params;   /* the forward node's parameters (a grad node: its forward node's) */
+    float *grads;          /* parameter gradients to write, or NULL (a recomputation: no side effects) */
+    const float *running;  /* batch norm statistics: read in inference */
+    float *running_out;    /* ... and written in training when not NULL (first computation only) */
+    const float *batch_x;  /* the input node's data */
+    const int32_t *labels; /* one per row of the loss */
+    uint64_t dropout_seed; /* per step */
+    float *work;           /* scratch of work_floats >= kernel_workspace_min */
+    size_t work_floats;
+    bool training;
+} kernel_ctx;
+
+/* Computes ctx->n; returns false for an op the runtime does not execute. */
+bool kernel_run(const kernel_ctx *ctx);
+
+/* Scratch floats node v needs at least, and with which it runs fastest. */
+uint64_t kernel_workspace_min(const knode *nodes, int v);
+uint64_t kernel_workspace_full(const knode *nodes, int v);
+
+/* SplitMix64 (Steele, Lea, Flood 2014): weights, dropout masks and shuffles
+ * follow from a seed and an index. */
+static inline uint64_t rt_mix64(uint64_t z)
+{
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+#endif

@@ -1,0 +1,332 @@
+/* Writes the device image (src/core/image.h): the one artefact that a
+ * device, or the host's own runtime, trains from. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../core/hash.h"
+#include "../core/image.h"
+#include "../core/kernels.h"
+#include "../graph/ops.h"
+#include "poet/runtime.h"
+
+_Static_assert((int)KI_PAGEOUT == (int)POET_I_PAGEOUT && (int)KI_COMPUTE == (int)POET_I_COMPUTE &&
+                   (int)KI_FREE == (int)POET_I_FREE && (int)KI_PAGEIN == (int)POET_I_PAGEIN &&
+                   (int)KI_WAIT == (int)POET_I_WAIT,
+               "the device image's instructions are poet_instr_op");
+_Static_assert((int)KOPT_SGD == (int)POET_OPT_SGD && (int)KOPT_ADAM == (int)POET_OPT_ADAM,
+               "the device image's optimizers");
+
+enum { WORKSPACE_CAP_BYTES = 16 << 20 }; /* the host's default: whole images of im2col, up to this */
+
+static poet_status check_graph(const poet_graph *g, const poet_problem *p, poet_err *err)
+{
+    if (g->loss < 0 || g->n_nodes != p->T)
+        return poet_fail(err, POET_ERR_INVALID, "runtime: graph '%s' does not match the planned problem", g->model);
+    if (g->n_nodes > 65535)
+        return poet_fail(err, POET_ERR_LIMIT, "runtime: graph '%s' has %d nodes; the runtime runs up to 65535",
+                         g->model, g->n_nodes);
+    int inputs = 0;
+    for (int v = 0; v < g->n_nodes; v++) {
+        const poet_node *n = &g->nodes[v];
+        if (n->bytes != p->inst->nodes[v].bytes)
+            return poet_fail(err, POET_ERR_INVALID, "runtime: node %d of '%s' differs from the planned graph", v,
+                             g->model);
+        if (n->bytes > (1ull << 32))
+            return poet_fail(err, POET_ERR_LIMIT, "runtime: node '%s' has a tensor over 4 GiB", n->name);
+        if (v < g->n_forward && n->op == POET_OP_INPUT) inputs++;
+        if (n->op == POET_OP_SOFTMAX_CE && v != g->loss)
+            return poet_fail(err, POET_ERR_UNSUPPORTED, "runtime: '%s' has a second loss, '%s'", g->model, n->name);
+    }
+    if (g->nodes[g->nodes[g->loss].inputs[0]].shape.ndim != 2)
+        return poet_fail(err, POET_ERR_UNSUPPORTED, "runtime: the loss of '%s' needs 2-d logits", g->model);
+    if (inputs != 1) return poet_fail(err, POET_ERR_UNSUPPORTED, "runtime: '%s' needs exactly one input", g->model);
+    return POET_OK;
+}
+
+static uint32_t reads_mask(const poet_graph *g, const poet_node *n)
+{
+    if (n->op != POET_OP_GRAD) return 0;
+    const op_def *d = op_get(g->nodes[n->fwd].op);
+    unsigned m = d->reads[n->wrt < 0 ? 0 : n->wrt];
+    return (d->seeds_grad ? 0u : KR_DY) | (m & READ_IN0 ? KR_IN0 : 0u) | (m & READ_IN1 ? KR_IN1 : 0u) |
+           (m & READ_OUT ? KR_OUT : 0u);
+}
+
+static void to_knodes(const poet_graph *g, knode *k, uint64_t *n_params, uint64_t *n_state)
+{
+    uint64_t np = 0, ns = 0;
+    for (int v = 0; v < g->n_nodes; v++) {
+        const poet_node *n = &g->nodes[v];
+        knode *o = &k[v];
+        memset(o, 0, sizeof *o);
+        o->op = (uint8_t)n->op;
+        o->n_inputs = (uint8_t)n->n_inputs;
+        o->ndim = (uint8_t)n->shape.ndim;
+        o->wrt = (int8_t)(n->op == POET_OP_GRAD ? n->wrt : 0);
+        o->fwd = n->fwd;
+        for (int j = 0; j < n->n_inputs; j++) o->inputs[j] = n->inputs[j];
+        for (int j = 0; j < n->shape.ndim; j++) o->dim[j] = (int32_t)n->shape.dim[j];
+        o->features = n->attrs.features, o->kernel = n->attrs.kernel, o->stride = n->attrs.stride;
+        o->pad = n->attrs.pad, o->heads = n->attrs.heads, o->seq = n->attrs.seq, o->p = n->attrs.p;
+        o->numel = (uint32_t)(n->bytes / 4);
+        o->reads = reads_mask(g, n);
+        if (n->op == POET_OP_GRAD) continue; /* takes its forward node's blocks below */
+        o->param_at = (uint32_t)np, o->params = (uint32_t)n->params;
+        o->buffer_at = (uint32_t)ns, o->buffers = (uint32_t)n->buffers;
+        np += n->params, ns += n->buffers;
+    }
+    for (int v = 0; v < g->n_nodes; v++)
+        if (k[v].op == POET_OP_GRAD) {
+            const knode *f = &k[k[v].fwd];
+            k[v].param_at = f->param_at, k[v].params = f->params, k[v].buffer_at = f->buffer_at, k[v].buffers = f->buffers;
+        }
+    *n_params = np, *n_state = ns;
+}
+
+/* PyTorch's defaults: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and
+ * biases; gamma 1, beta 0; running mean 0, variance 1. */
+static void init_params(const poet_graph *g, const knode *k, uint64_t seed, float *params, float *state)
+{
+    for (int v = 0; v < g->n_forward; v++) {
+        const poet_node *n = &g->nodes[v];
+        float *w = params + k[v].param_at, *s = state + k[v].buffer_at;
+        if (n->op == POET_OP_BATCHNORM2D || n->op == POET_OP_LAYERNORM) {
+            uint64_t c = n->params / 2;
+            for (uint64_t i = 0; i < c; i++) w[i] = 1.0f, w[c + i] = 0.0f;
+            for (uint64_t i = 0; i < n->buffers / 2; i++) s[i] = 0.0f, s[n->buffers / 2 + i] = 1.0f;
+            continue;
+        }
+        const poet_node *x = n->n_inputs ? &g->nodes[n->inputs[0]] : NULL;
+        double fan_in = n->op == POET_OP_CONV2D ? (double)x->shape.dim[1] * n->attrs.kernel * n->attrs.kernel
+                        : n->op == POET_OP_LINEAR ? (double)x->shape.dim[1]
+                                                  : 1.0;
+        double bound = 1.0 / sqrt(fan_in);
+        uint64_t rng = rt_mix64(seed ^ rt_mix64((uint64_t)v + 1));
+        for (uint64_t i = 0; i < n->params; i++) {
+            rng = rt_mix64(rng);
+            w[i] = (float)(bound * (2.0 * (double)(rng >> 11) / 9007199254740992.0 - 1.0));
+        }
+    }
+}
+
+/* Forward nodes only, each freed after its last forward reader; the logits
+ * and the loss stay to the end. */
+static poet_status build_eval_program(const poet_graph *g, uint64_t train_arena, poet_program *q, poet_err *err)
+{
+    memset(q, 0, sizeof *q);
+    int F = g->n_forward, *last = malloc((size_t)F * sizeof *last);
+    q->buffers = calloc((size_t)F, sizeof *q->buffers);
+    q->code = calloc((size_t)F * (POET_MAX_INPUTS + 1), sizeof *q->code);
+    if (!last || !q->buffers || !q->code) {
+        free(last);
+        return poet_fail(err, POET_ERR_NOMEM, "out of memory planning inference");
+    }
+    for (int v = 0; v < F; v++) last[v] = -1;
+    for (int v = 0; v < F; v++)
+        for (int j = 0; j < g->nodes[v].n_inputs; j++) last[g->nodes[v].inputs[j]] = v;
+    int logits = g->nodes[g->loss].inputs[0];
+    last[logits] = last[g->loss] = F; /* read after the program */
+    q->n_buffers = q->cap_buffers = F;
+    for (int v = 0; v < F; v++) {
+        q->buffers[v] = (poet_buffer){v, q->n, last[v] == F ? INT32_MAX : q->n, g->nodes[v].bytes, 0};
+        q->code[q->n++] = (poet_instr){POET_I_COMPUTE, v, v, v};
+        for (int j = 0; j < g->nodes[v].n_inputs; j++) {
+            int i = g->nodes[v].inputs[j];
+            bool seen = false; /* a node may read one tensor twice */
+            for (int k = 0; k < j; k++) seen = seen || g->nodes[v].inputs[k] == i;
+            if (last[i] != v || seen) continue;
+            q->buffers[i].free_instr = q->n;
+            q->code[q->n++] = (poet_instr){POET_I_FREE, v, i, i};
+        }
+    }
+    free(last);
+    poet_status st = poet_program_place(q, err);
+    if (!st && q->arena_bytes > train_arena)
+        st = poet_fail(err, POET_ERR_UNSUPPORTED,
+                       "runtime: inference needs an arena of %llu bytes, more than the schedule's %llu",
+                       (unsigned long long)q->arena_bytes, (unsigned long long)train_arena);
+    return st;
+}
+
+/* ---- writing ---- */
+
+typedef struct writer {
+    uint8_t *p;
+    size_t n;
+} writer;
+
+/* Appends bytes at the next 8-byte boundary; returns their offset. */
+static uint32_t put(writer *w, const void *src, size_t bytes)
+{
+    size_t at = (w->n + POET_IMAGE_ALIGN - 1) / POET_IMAGE_ALIGN * POET_IMAGE_ALIGN;
+    memset(w->p + w->n, 0, at - w->n);
+    if (bytes) memcpy(w->p + at, src, bytes);
+    w->n = at + bytes;
+    return (uint32_t)at;
+}
+
+static size_t padded(size_t bytes) { return bytes + POET_IMAGE_ALIGN; }
+
+static void put_program(writer *w, const poet_program *q, kprogram *out)
+{
+    kinstr *code = calloc((size_t)q->n + 1, sizeof *code);
+    kbuffer *buf = calloc((size_t)q->n_buffers + 1, sizeof *buf);
+    for (int k = 0; code && k < q->n; k++) {
+        const poet_instr *in = &q->code[k];
+        code[k] = (kinstr){in->op, (uint8_t)(in->stage == in->node ? KI_FIRST : 0), (uint16_t)(in->node < 0 ? 0 : in->node),
+                           (uint32_t)(in->buffer < 0 ? 0 : in->buffer)};
+    }
+    for (int b = 0; buf && b < q->n_buffers; b++) buf[b] = (kbuffer){q->buffers[b].offset, q->buffers[b].bytes};
+    *out = (kprogram){(uint32_t)q->n, (uint32_t)q->n_buffers, 0, 0, q->arena_bytes};
+    if (code && buf) {
+        out->instr_at = put(w, code, (size_t)q->n * sizeof *code);
+        out->buffers_at = put(w, buf, (size_t)q->n_buffers * sizeof *buf);
+    }
+    free(code);
+    free(buf);
+}
+
+typedef struct parts {
+    poet_program train, eval;
+    knode *nodes;
+    uint64_t *slots;
+    float *params, *state;
+    uint8_t *schedule;
+    size_t schedule_bytes;
+    uint64_t n_params, n_state, storage_bytes, workspace_bytes;
+} parts;
+
+static void parts_free(parts *s)
+{
+    poet_program_free(&s->train);
+    poet_program_free(&s->eval);
+    free(s->nodes), free(s->slots), free(s->params), free(s->state), free(s->schedule);
+}
+
+/* Storage slots for the tensors the schedule pages out. */
+static uint64_t assign_slots(const poet_graph *g, const poet_program *q, uint64_t *slot)
+{
+    uint64_t at = 0;
+    for (int v = 0; v < g->n_nodes; v++) slot[v] = UINT64_MAX;
+    for (int k = 0; k < q->n; k++) {
+        const poet_instr *in = &q->code[k];
+        if (in->op == POET_I_PAGEOUT && slot[in->node] == UINT64_MAX) {
+            slot[in->node] = at;
+            at += g->nodes[in->node].bytes;
+        }
+    }
+    return at;
+}
+
+static uint64_t workspace_bytes(const knode *k, int T, uint64_t asked)
+{
+    uint64_t min = 0, full = 0;
+    for (int v = 0; v < T; v++) {
+        uint64_t a = 4 * kernel_workspace_min(k, v), b = 4 * kernel_workspace_full(k, v);
+        min = a > min ? a : min;
+        full = b > full ? b : full;
+    }
+    uint64_t want = asked ? asked : (full < WORKSPACE_CAP_BYTES ? full : WORKSPACE_CAP_BYTES);
+    return want < min ? min : want;
+}
+
+static poet_status gather(const poet_graph *g, const poet_problem *p, const poet_schedule *s,
+                          const poet_export_options *o, parts *out, poet_err *err)
+{
+    poet_status st;
+    if ((st = check_graph(g, p, err)) || (st = poet_schedule_validate(p, s, err)) ||
+        (st = poet_program_build(p, s, &out->train, err)) || (st = poet_program_place(&out->train, err)) ||
+        (st = poet_program_check_placement(&out->train, err)) ||
+        (st = build_eval_program(g, out->train.arena_bytes, &out->eval, err)) ||
+        (st = poet_schedule_encode(s, &out->schedule, &out->schedule_bytes, err)))
+        return st;
+    int T = g->n_nodes;
+    out->nodes = calloc((size_t)T, sizeof *out->nodes);
+    out->slots = calloc((size_t)T, sizeof *out->slots);
+    if (!out->nodes || !out->slots) return poet_fail(err, POET_ERR_NOMEM, "out of memory writing a device image");
+    to_knodes(g, out->nodes, &out->n_params, &out->n_state);
+    out->params = calloc((size_t)out->n_params + 1, sizeof(float));
+    out->state = calloc((size_t)out->n_state + 1, sizeof(float));
+    if (!out->params || !out->state) return poet_fail(err, POET_ERR_NOMEM, "out of memory for the initial weights");
+    init_params(g, out->nodes, o->seed, out->params, out->state);
+    if (o->params) memcpy(out->params, o->params, (size_t)out->n_params * sizeof(float));
+    if (o->buffers) memcpy(out->state, o->buffers, (size_t)out->n_state * sizeof(float));
+    out->storage_bytes = assign_slots(g, &out->train, out->slots);
+    out->workspace_bytes = workspace_bytes(out->nodes, T, o->workspace_bytes);
+    return POET_OK;
+}
+
+static void fill_header(img_header *h, const poet_graph *g, const poet_problem *p, const poet_schedule *s,
+                        const poet_export_options *o, const parts *x)
+{
+    memset(h, 0, sizeof *h);
+    memcpy(h->magic, POET_IMAGE_MAGIC, 8);
+    h->version = POET_IMAGE_VERSION;
+    h->header_bytes = sizeof *h;
+    h->graph_hash = poet_instance_hash(p->inst);
+    h->n_nodes = (uint32_t)g->n_nodes, h->n_forward = (uint32_t)g->n_forward, h->loss = (uint32_t)g->loss;
+    for (int v = 0; v < g->n_forward; v++)
+        if (g->nodes[v].op == POET_OP_INPUT) h->input = (uint32_t)v, h->batch_numel = g->nodes[v].bytes / 4;
+    const poet_node *logits = &g->nodes[g->nodes[g->loss].inputs[0]];
+    h->rows = (uint32_t)logits->shape.dim[0], h->classes = (uint32_t)logits->shape.dim[1];
+    h->schedule_bytes = (uint32_t)x->schedule_bytes;
+    h->optimizer = o->optimizer.kind;
+    h->lr = o->optimizer.lr, h->momentum = o->optimizer.momentum, h->beta1 = o->optimizer.beta1;
+    h->beta2 = o->optimizer.beta2, h->eps = o->optimizer.eps, h->weight_decay = o->optimizer.weight_decay;
+    h->seed = o->seed;
+    h->n_params = x->n_params, h->n_state = x->n_state;
+    h->storage_bytes = x->storage_bytes, h->workspace_bytes = x->workspace_bytes;
+    h->budget_bytes = s->budget_bytes ? s->budget_bytes : p->budget_bytes;
+    snprintf(h->model, sizeof h->model, "%.31s", g->model);
+    snprintf(h->planner, sizeof h->planner, "%.31s", s->planner);
+}
+
+poet_status poet_export_image(const poet_graph *g, const poet_problem *p, const poet_schedule *s,
+                              const poet_export_options *o, uint8_t **data, size_t *len, poet_err *err)
+{
+    parts x;
+    memset(&x, 0, sizeof x);
+    poet_status st = gather(g, p, s, o, &x, err);
+    if (st) {
+        parts_free(&x);
+        return st;
+    }
+    size_t T = (size_t)g->n_nodes;
+    size_t cap = padded(sizeof(img_header)) + padded(T * sizeof(knode)) + padded(T * 8) +
+                 padded(4 * (size_t)x.n_params) + padded(4 * (size_t)x.n_state) + padded(x.schedule_bytes) +
+                 padded((size_t)x.train.n * sizeof(kinstr)) + padded((size_t)x.train.n_buffers * sizeof(kbuffer)) +
+                 padded((size_t)x.eval.n * sizeof(kinstr)) + padded((size_t)x.eval.n_buffers * sizeof(kbuffer)) + 8;
+    writer w = {calloc(1, cap), 0};
+    if (!w.p) {
+        parts_free(&x);
+        return poet_fail(err, POET_ERR_NOMEM, "out of memory writing a device image");
+    }
+    img_header h;
+    fill_header(&h, g, p, s, o, &x);
+    put(&w, &h, sizeof h);
+    h.nodes_at = put(&w, x.nodes, T * sizeof(knode));
+    h.slots_at = put(&w, x.slots, T * 8);
+    h.params_at = put(&w, x.params, 4 * (size_t)x.n_params);
+    h.state_at = put(&w, x.state, 4 * (size_t)x.n_state);
+    h.schedule_at = put(&w, x.schedule, x.schedule_bytes);
+    put_program(&w, &x.train, &h.train);
+    put_program(&w, &x.eval, &h.eval);
+    bool ok = h.train.instr_at && h.eval.instr_at;
+    put(&w, NULL, 0); /* the CRC-32 starts aligned */
+    h.image_bytes = w.n + 4;
+    memcpy(w.p, &h, sizeof h);
+    uint32_t crc = crc32_update(0, w.p, w.n);
+    for (int i = 0; i < 4; i++) w.p[w.n++] = (uint8_t)(crc >> (8 * i));
+    parts_free(&x);
+    if (!ok) {
+        free(w.p);
+        return poet_fail(err, POET_ERR_NOMEM, "out of memory writing a device image");
+    }
+    *data = w.p;
+    *len = w.n;
+    return POET_OK;
+}
