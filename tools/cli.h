@@ -36,5 +36,7 @@ int load_instance(const char *cmd, const char *model, const char *device, const 
 
 int cmd_train(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_emulate(int argc, char **argv);
 
 #endif

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "session.h"
 
 static const char TRAIN_HELP[] =
     "usage: poet train --model NAME --device DEV --budget BYTES|PCT%\n"
@@ -32,17 +32,15 @@ static const char TRAIN_HELP[] =
     "                      or a temporary file)\n";
 
 typedef struct train_args {
-    const char *model, *device, *budget, *data, *data_dir, *planner, *factor, *epochs, *steps, *batch, *seed;
-    const char *optimizer, *lr, *checkpoint, *every, *storage;
+    train_opts t;
+    const char *epochs, *steps, *checkpoint, *every, *storage;
     bool json, resume, quiet;
 } train_args;
 
 typedef struct parsed {
-    int epochs, batch;
+    train_values v;
+    int epochs;
     long steps, every;
-    unsigned long long seed;
-    double rho;
-    poet_optimizer opt;
 } parsed;
 
 static bool parse_long(const char *s, long lo, long hi, long *out)
@@ -58,47 +56,23 @@ static bool parse_long(const char *s, long lo, long hi, long *out)
 static int check_args(const train_args *a, parsed *p)
 {
     const char *cmd = "train";
-    *p = (parsed){1, 0, 0, 100, 1, 1.5, poet_optimizer_default(POET_OPT_SGD)};
-    if (!a->model || !a->device || !a->budget) return usage_error(cmd, "--model, --device and --budget are required", NULL);
+    p->epochs = 1, p->steps = 0, p->every = 100;
+    int rc = train_opts_check(cmd, &a->t, &p->v);
+    if (rc) return rc;
     if (a->epochs && a->steps) return usage_error(cmd, "give --epochs or --steps, not both", NULL);
     if (a->epochs && !parse_int(a->epochs, 1, 100000, &p->epochs))
         return usage_error(cmd, "--epochs must be 1 to 100000, got", a->epochs);
     if (a->steps && !parse_long(a->steps, 1, 1000000000L, &p->steps))
         return usage_error(cmd, "--steps must be 1 to 1e9, got", a->steps);
-    if (a->batch && !parse_int(a->batch, 1, 65536, &p->batch))
-        return usage_error(cmd, "--batch must be 1 to 65536, got", a->batch);
     if (a->every && !parse_long(a->every, 1, 1000000000L, &p->every))
         return usage_error(cmd, "--checkpoint-every must be 1 to 1e9 steps, got", a->every);
-    char *end = NULL;
-    if (a->seed && (errno = 0, p->seed = strtoull(a->seed, &end, 10), *end || !*a->seed || errno || a->seed[0] == '-'))
-        return usage_error(cmd, "--seed must be an integer from 0 to 2^64-1, got", a->seed);
-    if (a->factor && (p->rho = strtod(a->factor, &end), *end || end == a->factor || !(p->rho >= 1 && p->rho <= 1e6)))
-        return usage_error(cmd, "--runtime-factor must be a number from 1 to 1e6, got", a->factor);
-    if (a->optimizer) {
-        if (strcmp(a->optimizer, "adam") == 0) p->opt = poet_optimizer_default(POET_OPT_ADAM);
-        else if (strcmp(a->optimizer, "sgd") != 0) return usage_error(cmd, "--optimizer must be sgd or adam, got", a->optimizer);
-    }
-    if (a->lr) {
-        double lr = strtod(a->lr, &end);
-        if (*end || end == a->lr || !(lr > 0 && lr <= 10)) return usage_error(cmd, "--lr must be in (0, 10], got", a->lr);
-        p->opt.lr = (float)lr;
-    }
     if (a->resume && !a->checkpoint) return usage_error(cmd, "--resume needs --checkpoint DIR", NULL);
-    const char *name = a->planner ? a->planner : poet_planner_default();
-    if (!poet_planner_find(name)) return usage_error(cmd, "unknown planner (see poet planners):", name);
-    const poet_model_info *info = poet_zoo_find(a->model);
-    if (info && !info->trainable)
-        return usage_error(cmd, "this model is plan-only (see poet models for trainable ones):", a->model);
     return 0;
 }
 
 /* Everything a run holds, released in one place. */
 typedef struct run {
-    poet_graph g;
-    poet_instance inst;
-    poet_problem p;
-    poet_plan_result plan;
-    poet_sim sim;
+    session s;
     poet_engine *e;
     poet_dataset d;
     char ckpt[4096], storage[4096];
@@ -110,31 +84,7 @@ static void run_free(run *r)
     poet_engine_free(r->e);
     if (r->temp_storage) unlink(r->storage);
     poet_dataset_free(&r->d);
-    poet_plan_result_free(&r->plan);
-    poet_problem_free(&r->p);
-    poet_instance_free(&r->inst);
-    poet_graph_free(&r->g);
-}
-
-static int plan_schedule(run *r, const train_args *a, const parsed *q)
-{
-    poet_err err = {0};
-    poet_device dev;
-    if (poet_device_find(a->device, &dev, &err) || poet_zoo_build(a->model, q->batch, &r->g, &err) ||
-        poet_instance_from_graph(&r->g, &dev, &r->inst, &err) || poet_problem_init(&r->p, &r->inst, 0, q->rho, &err))
-        return lib_error(&err);
-    if (!parse_budget(a->budget, r->p.keep_all_peak_bytes, &r->p.budget_bytes))
-        return usage_error("train", "--budget must be bytes (up to 2^53) or a percentage like 50%, got", a->budget);
-    poet_plan_options o = {0, 1, true, true, false, false, NULL};
-    const char *name = a->planner ? a->planner : poet_planner_default();
-    if (poet_plan(name, &r->p, &o, &r->plan, &err)) return lib_error(&err);
-    if (r->plan.status != POET_PLAN_OPTIMAL && r->plan.status != POET_PLAN_FEASIBLE) {
-        fprintf(stderr, "poet: cannot train %s under %llu B: planner %s says %s%s%s\n", a->model,
-                (unsigned long long)r->p.budget_bytes, name, poet_plan_status_str(r->plan.status),
-                r->plan.note[0] ? ": " : "", r->plan.note);
-        return 1;
-    }
-    return poet_simulate(&r->p, &r->plan.schedule, &r->sim, NULL, &err) ? lib_error(&err) : 0;
+    session_free(&r->s);
 }
 
 static int prepare_files(run *r, const train_args *a)
@@ -163,9 +113,9 @@ static int start_engine(run *r, const parsed *q)
     poet_err err = {0};
     poet_storage st;
     uint64_t cap = 0;
-    for (int i = 0; i < r->inst.T; i++) cap += r->inst.nodes[i].bytes; /* enough for any schedule */
-    if (poet_storage_open_file(r->storage, r->sim.paged_out_bytes ? cap : 0, &st, &err)) return lib_error(&err);
-    poet_engine_config cfg = {&r->g, &r->p, &r->plan.schedule, &st, q->opt, q->seed, 0};
+    for (int i = 0; i < r->s.inst.T; i++) cap += r->s.inst.nodes[i].bytes; /* enough for any schedule */
+    if (poet_storage_open_file(r->storage, r->s.sim.paged_out_bytes ? cap : 0, &st, &err)) return lib_error(&err);
+    poet_engine_config cfg = {&r->s.g, &r->s.p, &r->s.plan.schedule, &st, q->v.opt, q->v.seed, 0};
     if (poet_engine_init(&r->e, &cfg, &err)) {
         poet_storage_close(&st);
         return lib_error(&err);
@@ -206,10 +156,10 @@ static int report(const run *r, const train_args *a, const poet_train_report *tr
     const poet_engine_stats *s = poet_engine_get_stats(r->e);
     char sha[65];
     poet_engine_weights_sha256(r->e, sha);
-    const char *planner = a->planner ? a->planner : poet_planner_default();
+    const char *planner = a->t.planner ? a->t.planner : poet_planner_default();
     if (!json) {
-        printf("%s on %s (%s), planner %s: budget %llu B of keep-all %llu B\n", a->model, r->inst.device.name,
-               r->d.name, planner, (unsigned long long)r->p.budget_bytes, (unsigned long long)r->p.keep_all_peak_bytes);
+        printf("%s on %s (%s), planner %s: budget %llu B of keep-all %llu B\n", a->t.model, r->s.inst.device.name,
+               r->d.name, planner, (unsigned long long)r->s.p.budget_bytes, (unsigned long long)r->s.p.keep_all_peak_bytes);
         printf("  trained %ld steps (from step %ld): final loss %.4f, test loss %.4f, test accuracy %.2f%%\n", tr->steps,
                tr->resumed_at, tr->final_loss, tr->test_loss, 100 * tr->test_accuracy);
         printf("  arena %llu B, peak written %llu B; persistent %llu B; storage %llu B\n",
@@ -218,15 +168,15 @@ static int report(const run *r, const train_args *a, const poet_train_report *tr
         printf("  %ld recomputations, %llu B paged out, %llu B paged in\n", s->recomputations,
                (unsigned long long)s->paged_out_bytes, (unsigned long long)s->paged_in_bytes);
         printf("  device energy %.6g J (%.6g J per step planned); host %.2f s (kernels %.2f s, waiting %.2f s)\n",
-               s->device_energy_j, r->sim.energy_j, tr->host_seconds, s->host_compute_s, s->host_wait_s);
+               s->device_energy_j, r->s.sim.energy_j, tr->host_seconds, s->host_compute_s, s->host_wait_s);
         printf("  weights sha256 %s\n", sha);
         cJSON_Delete(epochs);
         return 0;
     }
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "model", a->model);
+    cJSON_AddStringToObject(o, "model", a->t.model);
     cJSON_AddStringToObject(o, "data", r->d.name);
-    cJSON_AddStringToObject(o, "device", r->inst.device.name);
+    cJSON_AddStringToObject(o, "device", r->s.inst.device.name);
     cJSON_AddStringToObject(o, "planner", planner);
     cJSON_AddNumberToObject(o, "steps", (double)tr->steps);
     cJSON_AddNumberToObject(o, "resumed_at_step", (double)tr->resumed_at);
@@ -234,8 +184,8 @@ static int report(const run *r, const train_args *a, const poet_train_report *tr
     cJSON_AddNumberToObject(o, "test_loss", tr->test_loss);
     cJSON_AddNumberToObject(o, "test_accuracy", tr->test_accuracy);
     cJSON_AddStringToObject(o, "weights_sha256", sha);
-    cJSON_AddNumberToObject(o, "budget_bytes", (double)r->p.budget_bytes);
-    cJSON_AddNumberToObject(o, "keep_all_peak_bytes", (double)r->p.keep_all_peak_bytes);
+    cJSON_AddNumberToObject(o, "budget_bytes", (double)r->s.p.budget_bytes);
+    cJSON_AddNumberToObject(o, "keep_all_peak_bytes", (double)r->s.p.keep_all_peak_bytes);
     cJSON_AddNumberToObject(o, "arena_bytes", (double)s->arena_bytes);
     cJSON_AddNumberToObject(o, "arena_peak_bytes", (double)s->arena_peak_bytes);
     cJSON_AddNumberToObject(o, "persistent_bytes", (double)s->persistent_bytes);
@@ -247,8 +197,8 @@ static int report(const run *r, const train_args *a, const poet_train_report *tr
     cJSON_AddNumberToObject(o, "device_energy_j", s->device_energy_j);
     cJSON_AddNumberToObject(o, "device_compute_s", s->device_compute_s);
     cJSON_AddNumberToObject(o, "device_transfer_s", s->device_transfer_s);
-    cJSON_AddNumberToObject(o, "planned_energy_per_step_j", r->sim.energy_j);
-    cJSON_AddNumberToObject(o, "planned_time_per_step_s", r->sim.time_with_paging_s);
+    cJSON_AddNumberToObject(o, "planned_energy_per_step_j", r->s.sim.energy_j);
+    cJSON_AddNumberToObject(o, "planned_time_per_step_s", r->s.sim.time_with_paging_s);
     cJSON_AddNumberToObject(o, "host_seconds", tr->host_seconds);
     cJSON_AddNumberToObject(o, "host_step_seconds", tr->step_seconds);
     cJSON_AddNumberToObject(o, "host_eval_seconds", tr->eval_seconds);
@@ -265,13 +215,9 @@ int cmd_train(int argc, char **argv)
 {
     train_args a = {0};
     bool help = false;
-    opt opts[] = {{"--model", true, &a.model, NULL},       {"--device", true, &a.device, NULL},
-                  {"--budget", true, &a.budget, NULL},     {"--data", true, &a.data, NULL},
-                  {"--data-dir", true, &a.data_dir, NULL}, {"--planner", true, &a.planner, NULL},
-                  {"--runtime-factor", true, &a.factor, NULL}, {"--epochs", true, &a.epochs, NULL},
-                  {"--steps", true, &a.steps, NULL},       {"--batch", true, &a.batch, NULL},
-                  {"--seed", true, &a.seed, NULL},         {"--optimizer", true, &a.optimizer, NULL},
-                  {"--lr", true, &a.lr, NULL},             {"--checkpoint", true, &a.checkpoint, NULL},
+    opt opts[] = {TRAIN_OPTS(a.t),
+                  {"--epochs", true, &a.epochs, NULL},     {"--steps", true, &a.steps, NULL},
+                  {"--checkpoint", true, &a.checkpoint, NULL},
                   {"--checkpoint-every", true, &a.every, NULL}, {"--storage", true, &a.storage, NULL},
                   {"--json", false, NULL, &a.json},        {"--resume", false, NULL, &a.resume},
                   {"--quiet", false, NULL, &a.quiet},      {NULL, false, NULL, NULL}};
@@ -282,10 +228,8 @@ int cmd_train(int argc, char **argv)
     run r;
     memset(&r, 0, sizeof r);
     poet_err err = {0};
-    const poet_model_info *info = poet_zoo_find(a.model);
-    const char *data = a.data ? a.data : info ? info->dataset : NULL;
-    if (!(rc = plan_schedule(&r, &a, &q)) && !(rc = prepare_files(&r, &a)) &&
-        poet_dataset_load(data, a.data_dir, &r.d, &err))
+    if (!(rc = session_plan("train", &r.s, &a.t, &q.v)) && !(rc = prepare_files(&r, &a)) &&
+        poet_dataset_load(q.v.data, a.t.data_dir, &r.d, &err))
         rc = lib_error(&err);
     if (!rc) rc = start_engine(&r, &q);
     if (!rc) {

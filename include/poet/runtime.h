@@ -201,6 +201,12 @@ typedef struct poet_train_report {
     double eval_seconds;      /* of which test-set evaluation */
 } poet_train_report;
 
+/* The order poet_train visits the n training examples in `epoch` (from 0):
+ * a permutation that depends only on the seed and the epoch. With
+ * B = n / rows batches an epoch (the last partial one is dropped), step k
+ * takes entries [j * rows, (j + 1) * rows) of epoch k / B's order, j = k % B. */
+void poet_train_order(uint64_t seed, long epoch, int n, int *order);
+
 /* Trains e on d: shuffles each epoch from (engine seed, epoch), drops the last
  * partial batch, evaluates on the whole test set after each epoch (and at
  * the end), writes checkpoints atomically. */

@@ -33,16 +33,17 @@ static uint64_t next_rand(uint64_t *s)
 }
 
 /* The order of an epoch depends only on the seed and the epoch, so that a
- * resumed run sees the batches an uninterrupted one would. */
-static void shuffle(loop *l, long epoch)
+ * resumed run (or a device fed by `poet emulate`) sees the batches an
+ * uninterrupted one would. */
+void poet_train_order(uint64_t seed, long epoch, int n, int *order)
 {
-    uint64_t s = l->seed * 0x100000001B3ull + (uint64_t)epoch;
-    for (int i = 0; i < l->d->n_train; i++) l->order[i] = i;
-    for (int i = l->d->n_train - 1; i > 0; i--) {
+    uint64_t s = seed * 0x100000001B3ull + (uint64_t)epoch;
+    for (int i = 0; i < n; i++) order[i] = i;
+    for (int i = n - 1; i > 0; i--) {
         int j = (int)(next_rand(&s) % (uint64_t)(i + 1));
-        int t = l->order[i];
-        l->order[i] = l->order[j];
-        l->order[j] = t;
+        int t = order[i];
+        order[i] = order[j];
+        order[j] = t;
     }
 }
 
@@ -123,7 +124,7 @@ static poet_status run(loop *l, poet_train_report *r, poet_err *err)
     double loss_sum = 0;
     long loss_n = 0, shuffled = -1;
     while (step < total) {
-        if (shuffled != epoch) shuffle(l, epoch), shuffled = epoch;
+        if (shuffled != epoch) poet_train_order(l->seed, epoch, l->d->n_train, l->order), shuffled = epoch;
         memcpy(l->idx, l->order + batch * l->rows, (size_t)l->rows * sizeof(int));
         gather(l, l->d->train_x, l->d->train_y, l->idx);
         double t0 = rt_now_s();

@@ -1,0 +1,599 @@
+#define _POSIX_C_SOURCE 200809L
+/* poet export: the device image of a planned model; poet emulate: train it
+ * on the emulated STM32F405 (QEMU's netduinoplus2) with the example
+ * firmware, and compare its weights with the host's. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "session.h"
+
+#ifndef POET_FIRMWARE_DIR
+#define POET_FIRMWARE_DIR "build/firmware"
+#endif
+
+/* ---- the workspace option, shared ---- */
+
+/* "min", "full", or bytes; 0 (full) when absent. Device default: min. */
+static bool parse_workspace(const char *s, uint64_t dflt, uint64_t *out)
+{
+    char *end = NULL;
+    if (!s) return *out = dflt, true;
+    if (strcmp(s, "min") == 0) return *out = 1, true; /* raised to the least the kernels need */
+    if (strcmp(s, "full") == 0) return *out = 0, true;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (!*s || *end || errno || s[0] == '-' || v == 0 || v > (1ull << 40)) return false;
+    *out = v;
+    return true;
+}
+
+static int export_image(const session *s, const train_values *v, uint64_t workspace, uint8_t **img, size_t *len,
+                        poet_dev_memory *need)
+{
+    poet_export_options o = {v->opt, v->seed, workspace, NULL, NULL};
+    poet_err err = {0};
+    if (poet_export_image(&s->g, &s->p, &s->plan.schedule, &o, img, len, &err) ||
+        poet_dev_inspect(*img, *len, need, &err))
+        return lib_error(&err);
+    return 0;
+}
+
+static void add_memory_json(cJSON *o, const poet_dev_memory *m)
+{
+    cJSON_AddNumberToObject(o, "arena_bytes", (double)m->arena_bytes);
+    cJSON_AddNumberToObject(o, "persistent_bytes", (double)m->persistent_bytes);
+    cJSON_AddNumberToObject(o, "workspace_bytes", (double)m->workspace_bytes);
+    cJSON_AddNumberToObject(o, "control_bytes", (double)m->control_bytes);
+    cJSON_AddNumberToObject(o, "memory_bytes", (double)m->total_bytes);
+    cJSON_AddNumberToObject(o, "storage_bytes", (double)m->storage_bytes);
+}
+
+/* ---- poet export ---- */
+
+static const char EXPORT_HELP[] =
+    "usage: poet export --model NAME --device DEV --budget BYTES|PCT% --out FILE\n"
+    "                   [--batch N] [--seed S] [--planner NAME] [--runtime-factor F]\n"
+    "                   [--optimizer sgd|adam] [--lr X] [--workspace BYTES|min|full] [--json]\n"
+    "Plans one training iteration under the budget and writes the device image:\n"
+    "the graph's ops and shapes, the schedule as an instruction stream with arena\n"
+    "offsets, the initial weights (from --seed) and the memory it takes. One\n"
+    "firmware trains any image (include/poet/device.h, examples/firmware/).\n"
+    "  --workspace   the kernels' scratch: min (default: the least, for a device),\n"
+    "                full (the fastest), or bytes\n";
+
+int cmd_export(int argc, char **argv)
+{
+    train_opts t = {0};
+    const char *out = NULL, *ws = NULL;
+    bool json = false, help = false;
+    opt opts[] = {TRAIN_OPTS(t), {"--out", true, &out, NULL}, {"--workspace", true, &ws, NULL},
+                  {"--json", false, NULL, &json}, {NULL, false, NULL, NULL}};
+    int rc = parse_opts("export", argc, argv, opts, &help);
+    if (rc || help) return help ? (fputs(EXPORT_HELP, stdout), 0) : rc;
+    train_values v;
+    uint64_t workspace;
+    if ((rc = train_opts_check("export", &t, &v))) return rc;
+    if (!out) return usage_error("export", "--out FILE is required", NULL);
+    if (!parse_workspace(ws, 1, &workspace)) return usage_error("export", "--workspace must be min, full or bytes, got", ws);
+    session s;
+    uint8_t *img = NULL;
+    size_t len = 0;
+    poet_dev_memory need;
+    poet_err err = {0};
+    if (!(rc = session_plan("export", &s, &t, &v)) && !(rc = export_image(&s, &v, workspace, &img, &len, &need)) &&
+        poet_write_file_atomic(out, img, len, &err))
+        rc = lib_error(&err);
+    if (!rc && json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "file", out);
+        cJSON_AddNumberToObject(o, "image_bytes", (double)len);
+        cJSON_AddNumberToObject(o, "budget_bytes", (double)s.p.budget_bytes);
+        add_memory_json(o, &need);
+        rc = print_json(o);
+    } else if (!rc) {
+        printf("wrote %s: %zu bytes; the device needs %llu bytes of RAM (arena %llu, persistent %llu, workspace "
+               "%llu, control %llu) and %llu bytes of storage\n",
+               out, len, (unsigned long long)need.total_bytes, (unsigned long long)need.arena_bytes,
+               (unsigned long long)need.persistent_bytes, (unsigned long long)need.workspace_bytes,
+               (unsigned long long)need.control_bytes, (unsigned long long)need.storage_bytes);
+    }
+    free(img);
+    session_free(&s);
+    return rc;
+}
+
+/* ---- the firmware's memory map, from its ELF symbols ---- */
+
+typedef struct board_map {
+    uint32_t ram_start, data_start, bss_end, pool_start, pool_end, stack_top, image_start, image_end;
+} board_map;
+
+static uint32_t le32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static uint16_t le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+
+/* Reads the symbols of a 32-bit little-endian ELF; false when one is missing. */
+static bool read_board_map(const uint8_t *e, size_t n, board_map *m)
+{
+    static const char *names[] = {"__ram_start", "__data_start", "__bss_end", "__pool_start",
+                                  "__pool_end",  "__stack_top",  "__image_start", "__image_end"};
+    uint32_t *field[] = {&m->ram_start, &m->data_start, &m->bss_end, &m->pool_start,
+                         &m->pool_end,  &m->stack_top,  &m->image_start, &m->image_end};
+    int found = 0;
+    if (n < 52 || memcmp(e, "\177ELF\1\1", 6) != 0) return false;
+    uint32_t shoff = le32(e + 32), shentsize = le16(e + 46), shnum = le16(e + 48);
+    if (shentsize < 40 || shoff > n || (uint64_t)shnum * shentsize > n - shoff) return false;
+    for (uint32_t i = 0; i < shnum; i++) {
+        const uint8_t *sh = e + shoff + (size_t)i * shentsize;
+        if (le32(sh + 4) != 2) continue; /* SHT_SYMTAB */
+        uint32_t off = le32(sh + 16), size = le32(sh + 20), link = le32(sh + 24);
+        if (link >= shnum || off > n || size > n - off) return false;
+        const uint8_t *str = e + shoff + (size_t)link * shentsize;
+        uint32_t soff = le32(str + 16), ssize = le32(str + 20);
+        if (soff > n || ssize > n - soff) return false;
+        for (uint32_t k = 0; k + 16 <= size; k += 16) {
+            uint32_t name = le32(e + off + k);
+            if (name >= ssize) continue;
+            const char *sym = (const char *)e + soff + name;
+            for (int j = 0; j < 8; j++)
+                if (strnlen(sym, ssize - name) < ssize - name && strcmp(sym, names[j]) == 0)
+                    *field[j] = le32(e + off + k + 4), found |= 1 << j;
+        }
+    }
+    return found == 0xff;
+}
+
+/* ---- poet emulate ---- */
+
+static const char EMULATE_HELP[] =
+    "usage: poet emulate --model NAME --budget BYTES|PCT% [--steps N] [--batch N] [--seed S]\n"
+    "                    [--data NAME] [--device DEV] [--planner NAME] [--runtime-factor F]\n"
+    "                    [--optimizer sgd|adam] [--lr X] [--workspace BYTES|min|full]\n"
+    "                    [--storage sd|ram] [--json] [--keep DIR] [--timeout S]\n"
+    "                    [--firmware ELF] [--qemu PATH] [--no-host]\n"
+    "                    [--memory BYTES] [--fail-write N] [--fail-read N] [--profile]\n"
+    "Plans a training iteration (costs from --device, default m4: the nRF52840),\n"
+    "writes the device image and N batches of the data set in the order poet train\n"
+    "feeds them, then trains on QEMU's netduinoplus2 (STM32F405, Cortex-M4F, 192 KiB\n"
+    "of RAM) with the example firmware, paging to an SD card (a file, through\n"
+    "semihosting) or to RAM. Reports the RAM used, instructions per step\n"
+    "(-icount shift=0) and the weights' SHA-256, beside the host's for the same\n"
+    "steps under the same schedule and under keep-all (--no-host skips those).\n"
+    "A model that does not fit the board is refused before QEMU starts.\n"
+    "  --steps N       training steps (default 5)\n"
+    "  --keep DIR      keep the image, data, storage and weights files there\n"
+    "  --memory BYTES  hand the device library only this much of the pool\n"
+    "  --fail-write N  the SD card's Nth write fails (fault injection); --fail-read too\n"
+    "  --profile       time kernels too (conv forward and backward cycles)\n";
+
+enum { RAM_LIMIT_BYTES = 192 * 1024 };
+
+typedef struct emulate_args {
+    train_opts t;
+    const char *steps, *ws, *storage, *keep, *timeout, *firmware, *qemu, *memory, *fail_write, *fail_read;
+    bool json, no_host, profile, help;
+} emulate_args;
+
+typedef struct emulation {
+    session s;
+    train_values v;
+    long steps, timeout_s;
+    uint64_t workspace;
+    bool sd;
+    uint8_t *img;
+    size_t img_len;
+    poet_dev_memory need;
+    board_map map;
+    poet_dataset d;
+    char dir[4096];
+    bool temp_dir;
+    cJSON *device; /* the firmware's report */
+    int exit_code;
+} emulation;
+
+static int check_emulate_args(const emulate_args *a, emulation *em)
+{
+    const char *cmd = "emulate";
+    int rc = train_opts_check(cmd, &a->t, &em->v);
+    if (rc) return rc;
+    int n = 5, timeout = 600;
+    if (a->steps && !parse_int(a->steps, 1, 1000000, &n)) return usage_error(cmd, "--steps must be 1 to 1e6, got", a->steps);
+    if (a->timeout && !parse_int(a->timeout, 1, 86400, &timeout))
+        return usage_error(cmd, "--timeout must be 1 to 86400 seconds, got", a->timeout);
+    if (!parse_workspace(a->ws, 1, &em->workspace))
+        return usage_error(cmd, "--workspace must be min, full or bytes, got", a->ws);
+    if (a->storage && strcmp(a->storage, "sd") != 0 && strcmp(a->storage, "ram") != 0)
+        return usage_error(cmd, "--storage must be sd or ram, got", a->storage);
+    int x;
+    const char *counts[] = {a->memory, a->fail_write, a->fail_read};
+    for (int i = 0; i < 3; i++)
+        if (counts[i] && !parse_int(counts[i], 1, 100000000, &x))
+            return usage_error(cmd, "--memory, --fail-write and --fail-read take a count from 1, got", counts[i]);
+    if (a->keep && strchr(a->keep, ',')) return usage_error(cmd, "--keep DIR must not contain a comma:", a->keep);
+    em->steps = n, em->timeout_s = timeout;
+    em->sd = !a->storage || strcmp(a->storage, "sd") == 0;
+    if (!em->v.data) return usage_error(cmd, "give --data (digits or fashion-mnist)", NULL);
+    return 0;
+}
+
+static int load_board(emulation *em, const char *firmware)
+{
+    char *elf = NULL;
+    size_t n = 0;
+    poet_err err = {0};
+    if (poet_read_file(firmware, &elf, &n, &err)) {
+        fprintf(stderr, "poet: no firmware at %s (build it with scripts/build.sh, which needs gcc-arm-none-eabi; "
+                        "or give --firmware)\n", firmware);
+        return 1;
+    }
+    bool ok = read_board_map((const uint8_t *)elf, n, &em->map);
+    free(elf);
+    if (!ok) fprintf(stderr, "poet: %s is not poet's firmware (its memory map symbols are missing)\n", firmware);
+    return ok ? 0 : 1;
+}
+
+/* Refuses, before QEMU starts, what the board cannot hold. */
+static int check_fit(const emulation *em)
+{
+    const board_map *m = &em->map;
+    uint64_t pool = m->pool_end - m->pool_start, need = em->need.total_bytes + (em->sd ? 0 : em->need.storage_bytes);
+    uint64_t fixed = RAM_LIMIT_BYTES - pool;
+    if (need > pool) {
+        fprintf(stderr,
+                "poet emulate: training needs %llu bytes of RAM on the board (arena %llu, persistent %llu, workspace "
+                "%llu, control %llu%s%llu) besides the firmware's %llu bytes of static data and stack; the "
+                "netduinoplus2 has %d bytes, %llu of them free for it (try a smaller --budget or --batch)\n",
+                (unsigned long long)need, (unsigned long long)em->need.arena_bytes,
+                (unsigned long long)em->need.persistent_bytes, (unsigned long long)em->need.workspace_bytes,
+                (unsigned long long)em->need.control_bytes, em->sd ? "" : ", storage in RAM ",
+                em->sd ? 0ull : (unsigned long long)em->need.storage_bytes, (unsigned long long)fixed, RAM_LIMIT_BYTES,
+                (unsigned long long)pool);
+        return 1;
+    }
+    if (em->img_len > m->image_end - m->image_start) {
+        fprintf(stderr, "poet emulate: the device image has %zu bytes; its flash partition holds %u\n", em->img_len,
+                (unsigned)(m->image_end - m->image_start));
+        return 1;
+    }
+    return 0;
+}
+
+static void path_in(const emulation *em, const char *name, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/%s", em->dir, name);
+}
+
+/* The batches of steps 0..N-1, exactly as poet train feeds them. */
+static int write_batches(emulation *em)
+{
+    const poet_graph *g = &em->s.g;
+    const poet_node *logits = &g->nodes[g->nodes[g->loss].inputs[0]];
+    int rows = (int)logits->shape.dim[0], classes = (int)logits->shape.dim[1];
+    uint64_t per = g->nodes[0].bytes / 4 / (uint64_t)rows;
+    const poet_dataset *d = &em->d;
+    if ((uint64_t)d->channels * (uint64_t)d->height * (uint64_t)d->width != per || d->classes != classes ||
+        d->n_train < rows) {
+        fprintf(stderr, "poet: data set '%s' does not fit model '%s'\n", d->name, g->model);
+        return 1;
+    }
+    long batches = d->n_train / rows;
+    int *order = malloc((size_t)d->n_train * sizeof *order);
+    size_t one = (size_t)rows * (per * sizeof(float) + sizeof(int32_t));
+    uint8_t *buf = malloc(one * (size_t)em->steps);
+    if (!order || !buf) {
+        free(order), free(buf);
+        return lib_error(&(poet_err){POET_ERR_NOMEM, "out of memory for the batches"});
+    }
+    uint8_t *p = buf;
+    for (long k = 0; k < em->steps; k++) {
+        long epoch = k / batches, j = k % batches;
+        if (j == 0 || k == 0) poet_train_order(em->v.seed, epoch, d->n_train, order);
+        for (int r = 0; r < rows; r++, p += per * sizeof(float))
+            memcpy(p, d->train_x + (size_t)order[j * rows + r] * per, per * sizeof(float));
+        for (int r = 0; r < rows; r++, p += sizeof(int32_t)) memcpy(p, &d->train_y[order[j * rows + r]], sizeof(int32_t));
+    }
+    char path[4200];
+    path_in(em, "data.bin", path, sizeof path);
+    poet_err err = {0};
+    int rc = poet_write_file_atomic(path, buf, one * (size_t)em->steps, &err) ? lib_error(&err) : 0;
+    free(order), free(buf);
+    return rc;
+}
+
+/* Runs argv with output to a pipe, killed at the deadline; returns its
+ * output (caller frees) and exit status (-1: killed). */
+static char *run_captured(char *const argv[], long timeout_s, int *status)
+{
+    int fd[2];
+    if (pipe(fd)) return NULL;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fd[0]), close(fd[1]);
+        return NULL;
+    }
+    if (pid == 0) {
+        dup2(fd[1], 1), dup2(fd[1], 2);
+        close(fd[0]), close(fd[1]);
+        execvp(argv[0], argv);
+        fprintf(stderr, "poet-emulate: cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    close(fd[1]);
+    size_t n = 0, cap = 4096;
+    char *out = malloc(cap);
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    bool killed = false;
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        long left_ms = timeout_s * 1000 - ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000);
+        if (left_ms <= 0) {
+            kill(pid, SIGKILL);
+            killed = true;
+            break;
+        }
+        struct pollfd p = {fd[0], POLLIN, 0};
+        if (poll(&p, 1, (int)(left_ms < 1000 ? left_ms : 1000)) <= 0) continue;
+        if (out && n + 1024 > cap) {
+            char *bigger = realloc(out, cap *= 2);
+            if (!bigger) free(out);
+            out = bigger;
+        }
+        ssize_t r = out ? read(fd[0], out + n, cap - n - 1) : -1;
+        if (r <= 0) break;
+        n += (size_t)r;
+    }
+    close(fd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    *status = killed ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (out) out[n] = 0;
+    return out;
+}
+
+static int run_qemu(emulation *em, const emulate_args *a)
+{
+    char img[4200], data[4200], store[4200], weights[4200], loader[4400], semi[4096 * 5];
+    path_in(em, "image.bin", img, sizeof img);
+    path_in(em, "data.bin", data, sizeof data);
+    path_in(em, "storage.bin", store, sizeof store);
+    path_in(em, "weights.bin", weights, sizeof weights);
+    poet_err err = {0};
+    if (poet_write_file_atomic(img, em->img, em->img_len, &err)) return lib_error(&err);
+    snprintf(loader, sizeof loader, "loader,file=%s,addr=0x%08x,force-raw=on", img, (unsigned)em->map.image_start);
+    int k = snprintf(semi, sizeof semi,
+                     "enable=on,target=native,arg=poet-firmware,arg=--steps=%ld,arg=--data=%s,arg=--weights=%s,"
+                     "arg=--storage=%s",
+                     em->steps, data, weights, em->sd ? store : "ram");
+    const char *extra[][2] = {{"--memory=", a->memory}, {"--fail-write=", a->fail_write}, {"--fail-read=", a->fail_read}};
+    for (int i = 0; i < 3; i++)
+        if (extra[i][1]) k += snprintf(semi + k, sizeof semi - (size_t)k, ",arg=%s%s", extra[i][0], extra[i][1]);
+    if (a->profile) snprintf(semi + k, sizeof semi - (size_t)k, ",arg=--profile");
+    char firmware[4200];
+    snprintf(firmware, sizeof firmware, "%s", a->firmware ? a->firmware : POET_FIRMWARE_DIR "/poet-firmware.elf");
+    char *argv[] = {(char *)(a->qemu ? a->qemu : "qemu-system-arm"), "-M", "netduinoplus2", "-display", "none",
+                    "-serial", "null", "-monitor", "none", "-icount", "shift=0", "-semihosting-config", semi,
+                    "-device", loader, "-kernel", firmware, NULL};
+    int status;
+    char *out = run_captured(argv, em->timeout_s, &status);
+    if (!out) return lib_error(&(poet_err){POET_ERR_NOMEM, "cannot start QEMU"});
+    em->exit_code = status;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strncmp(line, "poet-device ", 12) == 0) em->device = cJSON_Parse(line + 12);
+        else if (*line) fprintf(stderr, "%s\n", line); /* the firmware's messages, QEMU's errors */
+    }
+    free(out);
+    if (status == -1) fprintf(stderr, "poet emulate: QEMU did not finish within %ld s\n", em->timeout_s);
+    else if (status == 127) fprintf(stderr, "poet emulate: cannot run %s (install qemu-system-arm)\n", argv[0]);
+    return em->device ? 0 : 1;
+}
+
+static double num(const cJSON *o, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+/* The same steps on the host, under the given schedule; the SHA-256 of the weights. */
+static int host_weights(emulation *em, const poet_problem *p, const poet_schedule *s, char sha[65])
+{
+    poet_engine *e = NULL;
+    poet_err err = {0};
+    poet_engine_config cfg = {&em->s.g, p, s, NULL, em->v.opt, em->v.seed, 0};
+    char path[4200];
+    path_in(em, "data.bin", path, sizeof path);
+    char *data = NULL;
+    size_t len = 0;
+    int rows, classes;
+    uint64_t per;
+    int rc = 0;
+    if (poet_engine_init(&e, &cfg, &err) || poet_read_file(path, &data, &len, &err)) {
+        rc = lib_error(&err);
+    } else {
+        poet_engine_batch_shape(e, &rows, &per, &classes);
+        size_t xb = (size_t)rows * per * sizeof(float), one = xb + (size_t)rows * sizeof(int32_t);
+        float *x = malloc(xb);
+        int32_t *y = malloc((size_t)rows * sizeof *y);
+        double loss;
+        for (long k = 0; !rc && x && y && k < em->steps && (size_t)(k + 1) * one <= len; k++) {
+            memcpy(x, data + (size_t)k * one, xb);
+            memcpy(y, data + (size_t)k * one + xb, (size_t)rows * sizeof *y);
+            if (poet_engine_step(e, x, y, &loss, &err)) rc = lib_error(&err);
+        }
+        poet_engine_weights_sha256(e, sha);
+        free(x), free(y);
+    }
+    free(data);
+    poet_engine_free(e);
+    return rc;
+}
+
+static int keep_all_weights(emulation *em, char sha[65])
+{
+    poet_problem p;
+    poet_plan_result r = {0};
+    poet_err err = {0};
+    poet_plan_options o = {0, 1, true, true, false, false, NULL};
+    int rc = 0;
+    if (poet_problem_init(&p, &em->s.inst, 0, em->v.rho, &err)) return lib_error(&err);
+    p.budget_bytes = p.keep_all_peak_bytes;
+    if (poet_plan("keep-all", &p, &o, &r, &err)) rc = lib_error(&err);
+    else rc = host_weights(em, &p, &r.schedule, sha);
+    poet_plan_result_free(&r);
+    poet_problem_free(&p);
+    return rc;
+}
+
+static int report(emulation *em, const emulate_args *a)
+{
+    const cJSON *dv = em->device;
+    char sha[65] = "", host[65] = "", keep[65] = "";
+    const cJSON *dsha = cJSON_GetObjectItemCaseSensitive(dv, "weights_sha256");
+    snprintf(sha, sizeof sha, "%s", cJSON_IsString(dsha) ? dsha->valuestring : "");
+    /* the weights file the firmware wrote must hash to what it reported */
+    char path[4200], *w = NULL, file_sha[65] = "";
+    size_t wl = 0;
+    path_in(em, "weights.bin", path, sizeof path);
+    poet_err err = {0};
+    if (!poet_read_file(path, &w, &wl, &err)) poet_sha256_hex(w, wl, file_sha);
+    free(w);
+    long steps = (long)num(dv, "steps");
+    int rc = 0;
+    if (!a->no_host && steps == em->steps) {
+        if ((rc = host_weights(em, &em->s.p, &em->s.plan.schedule, host)) || (rc = keep_all_weights(em, keep))) return rc;
+    }
+    uint32_t bits = (uint32_t)num(dv, "loss_bits");
+    float loss;
+    memcpy(&loss, &bits, sizeof loss);
+    double ipk = num(dv, "instructions_per_kilotick"), ips = steps ? num(dv, "step_ticks") * ipk / 1000.0 / steps : 0;
+    uint64_t ram = (uint64_t)(num(dv, "ram_static_bytes") + num(dv, "stack_peak_bytes") + num(dv, "arena_bytes") +
+                              num(dv, "persistent_bytes") + num(dv, "workspace_bytes") + num(dv, "control_bytes")) +
+                   (em->sd ? 0 : em->need.storage_bytes);
+    bool same = !a->no_host && strcmp(sha, host) == 0 && strcmp(sha, keep) == 0;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "model", em->s.g.model);
+    cJSON_AddStringToObject(o, "board", "netduinoplus2");
+    cJSON_AddStringToObject(o, "profile", em->s.inst.device.name);
+    cJSON_AddNumberToObject(o, "batch", em->s.g.batch);
+    cJSON_AddNumberToObject(o, "budget_bytes", (double)em->s.p.budget_bytes);
+    cJSON_AddNumberToObject(o, "keep_all_peak_bytes", (double)em->s.p.keep_all_peak_bytes);
+    cJSON_AddNumberToObject(o, "steps", (double)steps);
+    cJSON_AddNumberToObject(o, "final_loss", steps ? (double)loss : 0);
+    cJSON_AddStringToObject(o, "weights_sha256", sha);
+    cJSON_AddBoolToObject(o, "weights_file_matches", strcmp(sha, file_sha) == 0);
+    if (!a->no_host) {
+        cJSON_AddStringToObject(o, "host_weights_sha256", host);
+        cJSON_AddStringToObject(o, "keep_all_weights_sha256", keep);
+        cJSON_AddBoolToObject(o, "bit_identical", same);
+    }
+    cJSON_AddNumberToObject(o, "image_bytes", (double)em->img_len);
+    static const char *copied[] = {"ram_static_bytes", "stack_peak_bytes", "stack_bytes", "arena_bytes",
+                                   "arena_peak_bytes", "persistent_bytes", "workspace_bytes", "control_bytes",
+                                   "recomputations", "page_outs", "page_ins", "paged_out_bytes", "paged_in_bytes",
+                                   "conv_forward_ticks", "conv_backward_ticks", "kernel_ticks"};
+    for (size_t i = 0; i < sizeof copied / sizeof *copied; i++)
+        if (cJSON_GetObjectItemCaseSensitive(dv, copied[i])) cJSON_AddNumberToObject(o, copied[i], num(dv, copied[i]));
+    cJSON_AddNumberToObject(o, "planned_arena_bytes", (double)em->s.sim.placed_peak_bytes);
+    cJSON_AddNumberToObject(o, "storage_in_ram_bytes", em->sd ? 0 : (double)em->need.storage_bytes);
+    cJSON_AddNumberToObject(o, "ram_total_bytes", (double)ram);
+    cJSON_AddNumberToObject(o, "ram_limit_bytes", RAM_LIMIT_BYTES);
+    cJSON_AddNumberToObject(o, "paged_bytes", num(dv, "paged_out_bytes") + num(dv, "paged_in_bytes"));
+    cJSON_AddNumberToObject(o, "instructions_per_step", ips);
+    cJSON_AddNumberToObject(o, "instructions_per_kilotick", ipk);
+    cJSON_AddNumberToObject(o, "predicted_compute_s_per_step", em->s.sim.compute_time_s);
+    cJSON_AddNumberToObject(o, "exit_code", em->exit_code);
+    if (a->json) {
+        rc = print_json(o);
+    } else {
+        printf("%s (batch %d) on the emulated netduinoplus2, schedule for %llu B (%s): %ld steps, loss %.4f\n",
+               em->s.g.model, em->s.g.batch, (unsigned long long)em->s.p.budget_bytes, em->v.planner, steps, loss);
+        printf("  RAM %llu of %d B: static %g, stack %g, arena %g (peak written %g, planned %llu), persistent %g, "
+               "workspace %g, control %g\n",
+               (unsigned long long)ram, RAM_LIMIT_BYTES, num(dv, "ram_static_bytes"), num(dv, "stack_peak_bytes"),
+               num(dv, "arena_bytes"), num(dv, "arena_peak_bytes"), (unsigned long long)em->s.sim.placed_peak_bytes,
+               num(dv, "persistent_bytes"), num(dv, "workspace_bytes"), num(dv, "control_bytes"));
+        printf("  %g recomputations, %g B paged out, %g B paged in; %.0f instructions per step "
+               "(the m4 profile predicts %.3f s of compute per step)\n",
+               num(dv, "recomputations"), num(dv, "paged_out_bytes"), num(dv, "paged_in_bytes"), ips,
+               em->s.sim.compute_time_s);
+        printf("  weights sha256 %s%s\n", sha,
+               a->no_host ? "" : same ? " (the host's, under this schedule and keep-all)" : " (NOT the host's)");
+        cJSON_Delete(o);
+    }
+    if (!rc && strcmp(sha, file_sha) != 0) {
+        fprintf(stderr, "poet emulate: the weights file does not hash to what the device reported\n");
+        rc = 1;
+    }
+    return rc ? rc : em->exit_code ? 1 : (!a->no_host && !same) ? 1 : 0;
+}
+
+static int make_dir(emulation *em, const char *keep)
+{
+    if (keep) {
+        if (mkdir(keep, 0755) && errno != EEXIST) {
+            fprintf(stderr, "poet: cannot create '%s': %s\n", keep, strerror(errno));
+            return 1;
+        }
+        snprintf(em->dir, sizeof em->dir, "%s", keep);
+        return 0;
+    }
+    const char *tmp = getenv("TMPDIR");
+    snprintf(em->dir, sizeof em->dir, "%s/poet-emulate-XXXXXX", tmp && *tmp && !strchr(tmp, ',') ? tmp : "/tmp");
+    if (!mkdtemp(em->dir)) {
+        fprintf(stderr, "poet: cannot create a temporary directory: %s\n", strerror(errno));
+        return 1;
+    }
+    em->temp_dir = true;
+    return 0;
+}
+
+static void emulation_free(emulation *em)
+{
+    if (em->temp_dir) {
+        static const char *files[] = {"image.bin", "data.bin", "storage.bin", "weights.bin"};
+        char path[4200];
+        for (size_t i = 0; i < 4; i++) path_in(em, files[i], path, sizeof path), unlink(path);
+        rmdir(em->dir);
+    }
+    cJSON_Delete(em->device);
+    poet_dataset_free(&em->d);
+    free(em->img);
+    session_free(&em->s);
+}
+
+int cmd_emulate(int argc, char **argv)
+{
+    emulate_args a = {0};
+    opt opts[] = {TRAIN_OPTS(a.t),
+                  {"--steps", true, &a.steps, NULL},       {"--workspace", true, &a.ws, NULL},
+                  {"--storage", true, &a.storage, NULL},   {"--keep", true, &a.keep, NULL},
+                  {"--timeout", true, &a.timeout, NULL},   {"--firmware", true, &a.firmware, NULL},
+                  {"--qemu", true, &a.qemu, NULL},         {"--memory", true, &a.memory, NULL},
+                  {"--fail-write", true, &a.fail_write, NULL}, {"--fail-read", true, &a.fail_read, NULL},
+                  {"--json", false, NULL, &a.json},        {"--no-host", false, NULL, &a.no_host},
+                  {"--profile", false, NULL, &a.profile},  {NULL, false, NULL, NULL}};
+    int rc = parse_opts("emulate", argc, argv, opts, &a.help);
+    if (rc || a.help) return a.help ? (fputs(EMULATE_HELP, stdout), 0) : rc;
+    if (!a.t.device) a.t.device = "m4";
+    emulation em;
+    memset(&em, 0, sizeof em);
+    poet_err err = {0};
+    if ((rc = check_emulate_args(&a, &em))) return rc;
+    if (!(rc = load_board(&em, a.firmware ? a.firmware : POET_FIRMWARE_DIR "/poet-firmware.elf")) &&
+        !(rc = session_plan("emulate", &em.s, &a.t, &em.v)) &&
+        !(rc = export_image(&em.s, &em.v, em.workspace, &em.img, &em.img_len, &em.need)) && !(rc = check_fit(&em))) {
+        if (poet_dataset_load(em.v.data, a.t.data_dir, &em.d, &err)) rc = lib_error(&err);
+        else if (!(rc = make_dir(&em, a.keep)) && !(rc = write_batches(&em)) && !(rc = run_qemu(&em, &a)))
+            rc = report(&em, &a);
+    }
+    emulation_free(&em);
+    return rc;
+}

@@ -1,0 +1,67 @@
+#define _POSIX_C_SOURCE 200809L
+/* The options and planning shared by train, export and emulate. */
+#include "session.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int train_opts_check(const char *cmd, const train_opts *t, train_values *v)
+{
+    *v = (train_values){0, 1, 1.5, poet_optimizer_default(POET_OPT_SGD), NULL, NULL};
+    if (!t->model || !t->device || !t->budget) return usage_error(cmd, "--model, --device and --budget are required", NULL);
+    if (t->batch && !parse_int(t->batch, 1, 65536, &v->batch))
+        return usage_error(cmd, "--batch must be 1 to 65536, got", t->batch);
+    char *end = NULL;
+    if (t->seed && (errno = 0, v->seed = strtoull(t->seed, &end, 10), *end || !*t->seed || errno || t->seed[0] == '-'))
+        return usage_error(cmd, "--seed must be an integer from 0 to 2^64-1, got", t->seed);
+    if (t->factor && (v->rho = strtod(t->factor, &end), *end || end == t->factor || !(v->rho >= 1 && v->rho <= 1e6)))
+        return usage_error(cmd, "--runtime-factor must be a number from 1 to 1e6, got", t->factor);
+    if (t->optimizer) {
+        if (strcmp(t->optimizer, "adam") == 0) v->opt = poet_optimizer_default(POET_OPT_ADAM);
+        else if (strcmp(t->optimizer, "sgd") != 0) return usage_error(cmd, "--optimizer must be sgd or adam, got", t->optimizer);
+    }
+    if (t->lr) {
+        double lr = strtod(t->lr, &end);
+        if (*end || end == t->lr || !(lr > 0 && lr <= 10)) return usage_error(cmd, "--lr must be in (0, 10], got", t->lr);
+        v->opt.lr = (float)lr;
+    }
+    v->planner = t->planner ? t->planner : poet_planner_default();
+    if (!poet_planner_find(v->planner)) return usage_error(cmd, "unknown planner (see poet planners):", v->planner);
+    const poet_model_info *info = poet_zoo_find(t->model);
+    if (info && !info->trainable)
+        return usage_error(cmd, "this model is plan-only (see poet models for trainable ones):", t->model);
+    v->data = t->data ? t->data : info ? info->dataset : NULL;
+    return 0;
+}
+
+int session_plan(const char *cmd, session *s, const train_opts *t, const train_values *v)
+{
+    poet_err err = {0};
+    poet_device dev;
+    memset(s, 0, sizeof *s);
+    if (poet_device_find(t->device, &dev, &err) || poet_zoo_build(t->model, v->batch, &s->g, &err) ||
+        poet_instance_from_graph(&s->g, &dev, &s->inst, &err) || poet_problem_init(&s->p, &s->inst, 0, v->rho, &err))
+        return lib_error(&err);
+    if (!parse_budget(t->budget, s->p.keep_all_peak_bytes, &s->p.budget_bytes))
+        return usage_error(cmd, "--budget must be bytes (up to 2^53) or a percentage like 50%, got", t->budget);
+    poet_plan_options o = {0, 1, true, true, false, false, NULL};
+    if (poet_plan(v->planner, &s->p, &o, &s->plan, &err)) return lib_error(&err);
+    if (s->plan.status != POET_PLAN_OPTIMAL && s->plan.status != POET_PLAN_FEASIBLE) {
+        fprintf(stderr, "poet: cannot train %s under %llu B: planner %s says %s%s%s\n", t->model,
+                (unsigned long long)s->p.budget_bytes, v->planner, poet_plan_status_str(s->plan.status),
+                s->plan.note[0] ? ": " : "", s->plan.note);
+        return 1;
+    }
+    return poet_simulate(&s->p, &s->plan.schedule, &s->sim, NULL, &err) ? lib_error(&err) : 0;
+}
+
+void session_free(session *s)
+{
+    poet_plan_result_free(&s->plan);
+    poet_problem_free(&s->p);
+    poet_instance_free(&s->inst);
+    poet_graph_free(&s->g);
+    memset(s, 0, sizeof *s);
+}

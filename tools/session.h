@@ -1,0 +1,46 @@
+/* What train, export and emulate share: their common options, and a zoo
+ * model planned for a device and a budget. */
+#ifndef POET_TOOLS_SESSION_H
+#define POET_TOOLS_SESSION_H
+
+#include "cli.h"
+
+/* The options that say what to train and how. */
+typedef struct train_opts {
+    const char *model, *device, *budget, *data, *data_dir, *planner, *factor, *batch, *seed, *optimizer, *lr;
+} train_opts;
+
+#define TRAIN_OPTS(t)                                                                                                \
+    {"--model", true, &(t).model, NULL}, {"--device", true, &(t).device, NULL},                                     \
+        {"--budget", true, &(t).budget, NULL}, {"--data", true, &(t).data, NULL},                                   \
+        {"--data-dir", true, &(t).data_dir, NULL}, {"--planner", true, &(t).planner, NULL},                         \
+        {"--runtime-factor", true, &(t).factor, NULL}, {"--batch", true, &(t).batch, NULL},                         \
+        {"--seed", true, &(t).seed, NULL}, {"--optimizer", true, &(t).optimizer, NULL}, {"--lr", true, &(t).lr, NULL}
+
+/* ... their values, checked. */
+typedef struct train_values {
+    int batch; /* 0: the model's */
+    uint64_t seed;
+    double rho;
+    poet_optimizer opt;
+    const char *planner, *data;
+} train_values;
+
+/* Checks the options (cmd names the command in messages); 0 or an exit code. */
+int train_opts_check(const char *cmd, const train_opts *t, train_values *v);
+
+/* A model planned for a device and a budget. */
+typedef struct session {
+    poet_graph g;
+    poet_instance inst;
+    poet_problem p;
+    poet_plan_result plan;
+    poet_sim sim;
+} session;
+
+/* Builds, plans and simulates; an infeasible budget is explained (with the
+ * smallest budget that would work) and returns 1. 0 or an exit code. */
+int session_plan(const char *cmd, session *s, const train_opts *t, const train_values *v);
+void session_free(session *s);
+
+#endif
