@@ -20,26 +20,23 @@
 #define POET_FIRMWARE_DIR "build/firmware"
 #endif
 
-/* ---- the workspace option, shared ---- */
+/* ---- the chunk option, shared ---- */
 
-/* "min", "full", or bytes; 0 (full) when absent. Device default: min. */
-static bool parse_workspace(const char *s, uint64_t dflt, uint64_t *out)
+enum { DEVICE_CHUNK = 16 }; /* output positions: 4.5-6 instructions per multiply-add on the M4 (BENCHMARKS.md) */
+
+/* --chunk N: output positions per im2col chunk, 0 for whole images. */
+static bool parse_chunk(const char *s, uint32_t *out)
 {
-    char *end = NULL;
-    if (!s) return *out = dflt, true;
-    if (strcmp(s, "min") == 0) return *out = 1, true; /* raised to the least the kernels need */
-    if (strcmp(s, "full") == 0) return *out = 0, true;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (!*s || *end || errno || s[0] == '-' || v == 0 || v > (1ull << 40)) return false;
-    *out = v;
+    int v = DEVICE_CHUNK;
+    if (s && !parse_int(s, 0, 1 << 20, &v)) return false;
+    *out = (uint32_t)v;
     return true;
 }
 
-static int export_image(const session *s, const train_values *v, uint64_t workspace, uint8_t **img, size_t *len,
+static int export_image(const session *s, const train_values *v, uint32_t chunk, uint8_t **img, size_t *len,
                         poet_dev_memory *need)
 {
-    poet_export_options o = {v->opt, v->seed, workspace, NULL, NULL};
+    poet_export_options o = {v->opt, v->seed, chunk, NULL, NULL};
     poet_err err = {0};
     if (poet_export_image(&s->g, &s->p, &s->plan.schedule, &o, img, len, &err) ||
         poet_dev_inspect(*img, *len, need, &err))
@@ -61,35 +58,35 @@ static void add_memory_json(cJSON *o, const poet_dev_memory *m)
 
 static const char EXPORT_HELP[] =
     "usage: poet export --model NAME --device DEV --budget BYTES|PCT% --out FILE\n"
-    "                   [--batch N] [--seed S] [--planner NAME] [--runtime-factor F]\n"
-    "                   [--optimizer sgd|adam] [--lr X] [--workspace BYTES|min|full] [--json]\n"
+    "                   [--batch N] [--seed S] [--planner NAME] [--runtime-factor F] [--time-limit S]\n"
+    "                   [--optimizer sgd|adam] [--lr X] [--chunk N] [--json]\n"
     "Plans one training iteration under the budget and writes the device image:\n"
     "the graph's ops and shapes, the schedule as an instruction stream with arena\n"
     "offsets, the initial weights (from --seed) and the memory it takes. One\n"
     "firmware trains any image (include/poet/device.h, examples/firmware/).\n"
-    "  --workspace   the kernels' scratch: min (default: the least, for a device),\n"
-    "                full (the fastest), or bytes\n";
+    "  --chunk N     the kernels' scratch holds im2col chunks of N output positions\n"
+    "                (default 16; 1 is the least memory, 0 whole images, the fastest)\n";
 
 int cmd_export(int argc, char **argv)
 {
     train_opts t = {0};
-    const char *out = NULL, *ws = NULL;
+    const char *out = NULL, *chunk_s = NULL;
     bool json = false, help = false;
-    opt opts[] = {TRAIN_OPTS(t), {"--out", true, &out, NULL}, {"--workspace", true, &ws, NULL},
+    opt opts[] = {TRAIN_OPTS(t), {"--out", true, &out, NULL}, {"--chunk", true, &chunk_s, NULL},
                   {"--json", false, NULL, &json}, {NULL, false, NULL, NULL}};
     int rc = parse_opts("export", argc, argv, opts, &help);
     if (rc || help) return help ? (fputs(EXPORT_HELP, stdout), 0) : rc;
     train_values v;
-    uint64_t workspace;
+    uint32_t chunk;
     if ((rc = train_opts_check("export", &t, &v))) return rc;
     if (!out) return usage_error("export", "--out FILE is required", NULL);
-    if (!parse_workspace(ws, 1, &workspace)) return usage_error("export", "--workspace must be min, full or bytes, got", ws);
+    if (!parse_chunk(chunk_s, &chunk)) return usage_error("export", "--chunk must be 0 to 2^20 positions, got", chunk_s);
     session s;
     uint8_t *img = NULL;
     size_t len = 0;
     poet_dev_memory need;
     poet_err err = {0};
-    if (!(rc = session_plan("export", &s, &t, &v)) && !(rc = export_image(&s, &v, workspace, &img, &len, &need)) &&
+    if (!(rc = session_plan("export", &s, &t, &v)) && !(rc = export_image(&s, &v, chunk, &img, &len, &need)) &&
         poet_write_file_atomic(out, img, len, &err))
         rc = lib_error(&err);
     if (!rc && json) {
@@ -156,7 +153,8 @@ static bool read_board_map(const uint8_t *e, size_t n, board_map *m)
 static const char EMULATE_HELP[] =
     "usage: poet emulate --model NAME --budget BYTES|PCT% [--steps N] [--batch N] [--seed S]\n"
     "                    [--data NAME] [--device DEV] [--planner NAME] [--runtime-factor F]\n"
-    "                    [--optimizer sgd|adam] [--lr X] [--workspace BYTES|min|full]\n"
+    "                    [--time-limit S]\n"
+    "                    [--optimizer sgd|adam] [--lr X] [--chunk N]\n"
     "                    [--storage sd|ram] [--json] [--keep DIR] [--timeout S]\n"
     "                    [--firmware ELF] [--qemu PATH] [--no-host]\n"
     "                    [--memory BYTES] [--fail-write N] [--fail-read N] [--profile]\n"
@@ -178,7 +176,7 @@ enum { RAM_LIMIT_BYTES = 192 * 1024 };
 
 typedef struct emulate_args {
     train_opts t;
-    const char *steps, *ws, *storage, *keep, *timeout, *firmware, *qemu, *memory, *fail_write, *fail_read;
+    const char *steps, *chunk, *storage, *keep, *timeout, *firmware, *qemu, *memory, *fail_write, *fail_read;
     bool json, no_host, profile, help;
 } emulate_args;
 
@@ -186,7 +184,7 @@ typedef struct emulation {
     session s;
     train_values v;
     long steps, timeout_s;
-    uint64_t workspace;
+    uint32_t chunk;
     bool sd;
     uint8_t *img;
     size_t img_len;
@@ -208,8 +206,7 @@ static int check_emulate_args(const emulate_args *a, emulation *em)
     if (a->steps && !parse_int(a->steps, 1, 1000000, &n)) return usage_error(cmd, "--steps must be 1 to 1e6, got", a->steps);
     if (a->timeout && !parse_int(a->timeout, 1, 86400, &timeout))
         return usage_error(cmd, "--timeout must be 1 to 86400 seconds, got", a->timeout);
-    if (!parse_workspace(a->ws, 1, &em->workspace))
-        return usage_error(cmd, "--workspace must be min, full or bytes, got", a->ws);
+    if (!parse_chunk(a->chunk, &em->chunk)) return usage_error(cmd, "--chunk must be 0 to 2^20 positions, got", a->chunk);
     if (a->storage && strcmp(a->storage, "sd") != 0 && strcmp(a->storage, "ram") != 0)
         return usage_error(cmd, "--storage must be sd or ram, got", a->storage);
     int x;
@@ -573,7 +570,7 @@ int cmd_emulate(int argc, char **argv)
 {
     emulate_args a = {0};
     opt opts[] = {TRAIN_OPTS(a.t),
-                  {"--steps", true, &a.steps, NULL},       {"--workspace", true, &a.ws, NULL},
+                  {"--steps", true, &a.steps, NULL},       {"--chunk", true, &a.chunk, NULL},
                   {"--storage", true, &a.storage, NULL},   {"--keep", true, &a.keep, NULL},
                   {"--timeout", true, &a.timeout, NULL},   {"--firmware", true, &a.firmware, NULL},
                   {"--qemu", true, &a.qemu, NULL},         {"--memory", true, &a.memory, NULL},
@@ -589,7 +586,7 @@ int cmd_emulate(int argc, char **argv)
     if ((rc = check_emulate_args(&a, &em))) return rc;
     if (!(rc = load_board(&em, a.firmware ? a.firmware : POET_FIRMWARE_DIR "/poet-firmware.elf")) &&
         !(rc = session_plan("emulate", &em.s, &a.t, &em.v)) &&
-        !(rc = export_image(&em.s, &em.v, em.workspace, &em.img, &em.img_len, &em.need)) && !(rc = check_fit(&em))) {
+        !(rc = export_image(&em.s, &em.v, em.chunk, &em.img, &em.img_len, &em.need)) && !(rc = check_fit(&em))) {
         if (poet_dataset_load(em.v.data, a.t.data_dir, &em.d, &err)) rc = lib_error(&err);
         else if (!(rc = make_dir(&em, a.keep)) && !(rc = write_batches(&em)) && !(rc = run_qemu(&em, &a)))
             rc = report(&em, &a);

@@ -9,7 +9,7 @@
 
 int train_opts_check(const char *cmd, const train_opts *t, train_values *v)
 {
-    *v = (train_values){0, 1, 1.5, poet_optimizer_default(POET_OPT_SGD), NULL, NULL};
+    *v = (train_values){0, 1, 1.5, 0, poet_optimizer_default(POET_OPT_SGD), NULL, NULL};
     if (!t->model || !t->device || !t->budget) return usage_error(cmd, "--model, --device and --budget are required", NULL);
     if (t->batch && !parse_int(t->batch, 1, 65536, &v->batch))
         return usage_error(cmd, "--batch must be 1 to 65536, got", t->batch);
@@ -18,6 +18,9 @@ int train_opts_check(const char *cmd, const train_opts *t, train_values *v)
         return usage_error(cmd, "--seed must be an integer from 0 to 2^64-1, got", t->seed);
     if (t->factor && (v->rho = strtod(t->factor, &end), *end || end == t->factor || !(v->rho >= 1 && v->rho <= 1e6)))
         return usage_error(cmd, "--runtime-factor must be a number from 1 to 1e6, got", t->factor);
+    if (t->time_limit &&
+        (v->time_limit_s = strtod(t->time_limit, &end), *end || end == t->time_limit || !(v->time_limit_s > 0 && v->time_limit_s <= 1e6)))
+        return usage_error(cmd, "--time-limit must be seconds in (0, 1e6], got", t->time_limit);
     if (t->optimizer) {
         if (strcmp(t->optimizer, "adam") == 0) v->opt = poet_optimizer_default(POET_OPT_ADAM);
         else if (strcmp(t->optimizer, "sgd") != 0) return usage_error(cmd, "--optimizer must be sgd or adam, got", t->optimizer);
@@ -46,7 +49,7 @@ int session_plan(const char *cmd, session *s, const train_opts *t, const train_v
         return lib_error(&err);
     if (!parse_budget(t->budget, s->p.keep_all_peak_bytes, &s->p.budget_bytes))
         return usage_error(cmd, "--budget must be bytes (up to 2^53) or a percentage like 50%, got", t->budget);
-    poet_plan_options o = {0, 1, true, true, false, false, NULL};
+    poet_plan_options o = {v->time_limit_s, 1, true, true, false, false, NULL};
     if (poet_plan(v->planner, &s->p, &o, &s->plan, &err)) return lib_error(&err);
     if (s->plan.status != POET_PLAN_OPTIMAL && s->plan.status != POET_PLAN_FEASIBLE) {
         fprintf(stderr, "poet: cannot train %s under %llu B: planner %s says %s%s%s\n", t->model,

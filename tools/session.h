@@ -8,6 +8,7 @@
 /* The options that say what to train and how. */
 typedef struct train_opts {
     const char *model, *device, *budget, *data, *data_dir, *planner, *factor, *batch, *seed, *optimizer, *lr;
+    const char *time_limit;
 } train_opts;
 
 #define TRAIN_OPTS(t)                                                                                                \
@@ -15,13 +16,14 @@ typedef struct train_opts {
         {"--budget", true, &(t).budget, NULL}, {"--data", true, &(t).data, NULL},                                   \
         {"--data-dir", true, &(t).data_dir, NULL}, {"--planner", true, &(t).planner, NULL},                         \
         {"--runtime-factor", true, &(t).factor, NULL}, {"--batch", true, &(t).batch, NULL},                         \
-        {"--seed", true, &(t).seed, NULL}, {"--optimizer", true, &(t).optimizer, NULL}, {"--lr", true, &(t).lr, NULL}
+        {"--seed", true, &(t).seed, NULL}, {"--optimizer", true, &(t).optimizer, NULL},                             \
+        {"--lr", true, &(t).lr, NULL}, {"--time-limit", true, &(t).time_limit, NULL}
 
 /* ... their values, checked. */
 typedef struct train_values {
     int batch; /* 0: the model's */
     uint64_t seed;
-    double rho;
+    double rho, time_limit_s; /* time_limit_s 0: the planner's default */
     poet_optimizer opt;
     const char *planner, *data;
 } train_values;

@@ -13,6 +13,7 @@
 static const char TRAIN_HELP[] =
     "usage: poet train --model NAME --device DEV --budget BYTES|PCT%\n"
     "                  [--data NAME] [--data-dir DIR] [--planner NAME] [--runtime-factor F]\n"
+    "                  [--time-limit S]\n"
     "                  [--epochs N | --steps N] [--batch N] [--seed S]\n"
     "                  [--optimizer sgd|adam] [--lr X]\n"
     "                  [--checkpoint DIR] [--checkpoint-every N] [--resume]\n"

@@ -66,7 +66,8 @@ poet_optimizer poet_optimizer_default(poet_optimizer_kind kind);
 typedef struct poet_export_options {
     poet_optimizer optimizer;
     uint64_t seed;            /* initial weights (unless given) and dropout masks */
-    uint64_t workspace_bytes; /* kernels' scratch: 0 for their fastest (up to 16 MiB); raised to the least they need */
+    uint32_t chunk_positions; /* kernels' scratch: im2col chunks of this many output positions; 0: whole images
+                               * (the fastest; up to 16 MiB) */
     const float *params;      /* initial weights in node order, or NULL: from the seed */
     const float *buffers;     /* initial batch norm statistics, or NULL: mean 0, variance 1 */
 } poet_export_options;
@@ -103,7 +104,7 @@ typedef struct poet_engine_config {
     poet_storage *storage;       /* taken over by the engine; NULL: in memory */
     poet_optimizer optimizer;
     uint64_t seed;               /* initial weights and dropout masks */
-    uint64_t workspace_bytes;    /* kernels' scratch: 0 for their fastest */
+    uint32_t chunk_positions;    /* kernels' scratch (poet_export_options); 0: the fastest */
 } poet_engine_config;
 
 poet_status poet_engine_init(poet_engine **out, const poet_engine_config *cfg, poet_err *err);

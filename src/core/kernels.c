@@ -167,9 +167,9 @@ static void gather_patches(const float *x, conv_dims d, idx p0, idx np, float *o
  * or +0. Only independent outputs run side by side (rows of c, lanes of a
  * vector), so each output's sum keeps its order on every platform. */
 #if defined(__x86_64__)
-enum { VL = 8 }; /* floats per vector: AVX2 (or two SSE registers) */
+enum { VL = 8, WIDE = 2 }; /* floats per vector: AVX2 (or two SSE registers); vectors in a wide tile */
 #else
-enum { VL = 4 }; /* a Cortex-M without SIMD: GCC runs a vector as VL scalars in registers */
+enum { VL = 4, WIDE = 1 }; /* a Cortex-M without SIMD */
 #endif
 typedef float vec __attribute__((vector_size(VL * sizeof(float))));
 typedef float vecu __attribute__((vector_size(VL * sizeof(float)), aligned(4), may_alias)); /* unaligned */
@@ -191,33 +191,61 @@ static float init_of(const gemm_args *g, idx i, idx v)
     return g->bias ? g->bias[i] : g->accumulate ? g->c[i * g->ldc + v] : 0.0f;
 }
 
-/* A register tile of MR rows by MV vectors of columns, for MV = 2 and 1. */
+/* A register tile of MR rows by MV vectors of columns, for MV = WIDE and 1.
+ * With SIMD the columns are GCC vectors; without (a Cortex-M4), plain
+ * floats that GCC keeps in the 32 single-precision registers, as it does
+ * not for vectors it has to emulate. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define GEMM_TARGETS __attribute__((target_clones("avx2", "default")))
 #else
 #define GEMM_TARGETS
 #endif
+#if defined(__x86_64__)
+typedef vec lanes;
+#define LOAD_LANES(p) (*(const vecu *)(p))
+#define STORE_LANES(p, v) (*(vecu *)(p) = (v))
+#define MULADD_LANES(acc, s, b) ((acc) += (s) * (b))
+#else
+typedef struct lanes {
+    float l[VL];
+} lanes;
+static inline lanes load_lanes(const float *p)
+{
+    lanes v;
+    for (int l = 0; l < VL; l++) v.l[l] = p[l];
+    return v;
+}
+#define LOAD_LANES(p) load_lanes(p)
+#define STORE_LANES(p, v) memcpy((p), (v).l, sizeof(v).l)
+#define MULADD_LANES(acc, s, b)                                                                                  \
+    do {                                                                                                         \
+        for (int l_ = 0; l_ < VL; l_++) (acc).l[l_] += (s) * (b).l[l_];                                         \
+    } while (0)
+#endif
 #define DEFINE_GEMM_TILE(name, MV)                                                                 \
     GEMM_TARGETS static void name(const gemm_args *g, idx i0, idx v0)                              \
     {                                                                                              \
-        vec acc[MR][MV];                                                                           \
+        lanes acc[MR][MV];                                                                         \
         for (int i = 0; i < MR; i++)                                                               \
-            for (int v = 0; v < MV; v++)                                                           \
-                for (int l = 0; l < VL; l++) acc[i][v][l] = init_of(g, i0 + i, v0 + VL * v + l);   \
+            for (int v = 0; v < MV; v++) {                                                         \
+                float init[VL];                                                                    \
+                for (int l = 0; l < VL; l++) init[l] = init_of(g, i0 + i, v0 + VL * v + l);        \
+                acc[i][v] = LOAD_LANES(init);                                                      \
+            }                                                                                      \
         const float *restrict a = g->a + i0 * g->ai, *restrict b = g->b + v0;                      \
         const idx ai = g->ai, ar = g->ar, ldb = g->ldb, nr = g->nr;                                \
         for (idx r = 0; r < nr; r++) {                                                             \
-            vec bv[MV];                                                                            \
-            for (int v = 0; v < MV; v++) bv[v] = *(const vecu *)(b + r * ldb + VL * v);           \
+            lanes bv[MV];                                                                          \
+            for (int v = 0; v < MV; v++) bv[v] = LOAD_LANES(b + r * ldb + VL * v);                 \
             for (int i = 0; i < MR; i++) {                                                         \
                 float s = a[i * ai + r * ar];                                                      \
-                for (int v = 0; v < MV; v++) acc[i][v] += s * bv[v];                               \
+                for (int v = 0; v < MV; v++) MULADD_LANES(acc[i][v], s, bv[v]);                    \
             }                                                                                      \
         }                                                                                          \
         for (int i = 0; i < MR; i++)                                                               \
-            for (int v = 0; v < MV; v++) *(vecu *)(g->c + (i0 + i) * g->ldc + v0 + VL * v) = acc[i][v]; \
+            for (int v = 0; v < MV; v++) STORE_LANES(g->c + (i0 + i) * g->ldc + v0 + VL * v, acc[i][v]); \
     }
-DEFINE_GEMM_TILE(gemm_tile_wide, 2)
+DEFINE_GEMM_TILE(gemm_tile_wide, WIDE)
 DEFINE_GEMM_TILE(gemm_tile_narrow, 1)
 
 static void gemm_edge(const gemm_args *g, idx i0, idx ni, idx v0, idx nv)
@@ -232,9 +260,9 @@ static void gemm_edge(const gemm_args *g, idx i0, idx ni, idx v0, idx nv)
 
 static void gemm(const gemm_args *g, idx ni, idx nv)
 {
-    idx rows = ni / MR * MR, wide = nv / (2 * VL) * (2 * VL), narrow = nv / VL * VL;
+    idx rows = ni / MR * MR, wide = nv / (WIDE * VL) * (WIDE * VL), narrow = nv / VL * VL;
     for (idx i = 0; i < rows; i += MR) {
-        for (idx v = 0; v < wide; v += 2 * VL) gemm_tile_wide(g, i, v);
+        for (idx v = 0; v < wide; v += WIDE * VL) gemm_tile_wide(g, i, v);
         if (wide < narrow) gemm_tile_narrow(g, i, wide);
     }
     if (rows < ni) gemm_edge(g, rows, ni - rows, 0, narrow);
@@ -890,10 +918,11 @@ uint64_t kernel_workspace_min(const knode *nodes, int v)
     return direct ? 0 : (uint64_t)d.KK;
 }
 
-uint64_t kernel_workspace_full(const knode *nodes, int v)
+uint64_t kernel_workspace_for(const knode *nodes, int v, uint64_t positions)
 {
     const knode *conv = conv_of(nodes, v);
-    if (!conv) return 0;
+    if (!conv || !kernel_workspace_min(nodes, v)) return 0;
     conv_dims d = conv_dims_at(nodes, conv);
-    return kernel_workspace_min(nodes, v) ? (uint64_t)d.KK * (uint64_t)d.PP : 0;
+    uint64_t pp = (uint64_t)d.PP;
+    return (uint64_t)d.KK * (positions && positions < pp ? positions : pp);
 }

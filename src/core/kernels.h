@@ -36,9 +36,11 @@ typedef struct kernel_ctx {
 /* Computes ctx->n; returns false for an op the runtime does not execute. */
 bool kernel_run(const kernel_ctx *ctx);
 
-/* Scratch floats node v needs at least, and with which it runs fastest. */
+/* Scratch floats node v needs at least (chunks of one output position),
+ * and for chunks of `positions` output positions (0: whole images, the
+ * fastest). */
 uint64_t kernel_workspace_min(const knode *nodes, int v);
-uint64_t kernel_workspace_full(const knode *nodes, int v);
+uint64_t kernel_workspace_for(const knode *nodes, int v, uint64_t positions);
 
 /* SplitMix64 (Steele, Lea, Flood 2014): weights, dropout masks and shuffles
  * follow from a seed and an index. */

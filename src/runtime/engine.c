@@ -100,7 +100,7 @@ static poet_status open_storage(poet_engine *e, const poet_engine_config *cfg, u
 
 static poet_status setup(poet_engine *e, const poet_engine_config *cfg, poet_err *err)
 {
-    poet_export_options o = {cfg->optimizer, cfg->seed, cfg->workspace_bytes, NULL, NULL};
+    poet_export_options o = {cfg->optimizer, cfg->seed, cfg->chunk_positions, NULL, NULL};
     poet_dev_memory need;
     long transfers = 0;
     poet_status st;

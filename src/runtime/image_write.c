@@ -20,7 +20,7 @@ _Static_assert((int)KI_PAGEOUT == (int)POET_I_PAGEOUT && (int)KI_COMPUTE == (int
 _Static_assert((int)KOPT_SGD == (int)POET_OPT_SGD && (int)KOPT_ADAM == (int)POET_OPT_ADAM,
                "the device image's optimizers");
 
-enum { WORKSPACE_CAP_BYTES = 16 << 20 }; /* the host's default: whole images of im2col, up to this */
+enum { WORKSPACE_CAP_BYTES = 16 << 20 }; /* whole images of im2col, up to this */
 
 static poet_status check_graph(const poet_graph *g, const poet_problem *p, poet_err *err)
 {
@@ -222,15 +222,15 @@ static uint64_t assign_slots(const poet_graph *g, const poet_program *q, uint64_
     return at;
 }
 
-static uint64_t workspace_bytes(const knode *k, int T, uint64_t asked)
+static uint64_t workspace_bytes(const knode *k, int T, uint32_t positions)
 {
-    uint64_t min = 0, full = 0;
+    uint64_t min = 0, want = 0;
     for (int v = 0; v < T; v++) {
-        uint64_t a = 4 * kernel_workspace_min(k, v), b = 4 * kernel_workspace_full(k, v);
+        uint64_t a = 4 * kernel_workspace_min(k, v), b = 4 * kernel_workspace_for(k, v, positions);
         min = a > min ? a : min;
-        full = b > full ? b : full;
+        want = b > want ? b : want;
     }
-    uint64_t want = asked ? asked : (full < WORKSPACE_CAP_BYTES ? full : WORKSPACE_CAP_BYTES);
+    if (want > WORKSPACE_CAP_BYTES) want = WORKSPACE_CAP_BYTES;
     return want < min ? min : want;
 }
 
@@ -256,7 +256,7 @@ static poet_status gather(const poet_graph *g, const poet_problem *p, const poet
     if (o->params) memcpy(out->params, o->params, (size_t)out->n_params * sizeof(float));
     if (o->buffers) memcpy(out->state, o->buffers, (size_t)out->n_state * sizeof(float));
     out->storage_bytes = assign_slots(g, &out->train, out->slots);
-    out->workspace_bytes = workspace_bytes(out->nodes, T, o->workspace_bytes);
+    out->workspace_bytes = workspace_bytes(out->nodes, T, o->chunk_positions);
     return POET_OK;
 }
 

@@ -1,11 +1,16 @@
 /* One libFuzzer target for every parser that reads what users hand poet:
  * graph files (poet's and POET's), device profiles, schedules in JSON and
- * binary. A schedule that parses with its graph is also validated and, when
- * valid, simulated. Built with -DPOET_FUZZ=ON (clang); replay.c runs the
+ * binary, checkpoints and device images. A schedule that parses with its
+ * graph is also validated and, when valid, simulated; a device image is
+ * checked twice, as it came and with its checksum made right (so that the
+ * fuzzer reaches the field checks behind the CRC), and one that passes is
+ * trained for a step. Built with -DPOET_FUZZ=ON (clang); replay.c runs the
  * corpus as a regression test in every build. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <zlib.h>
 
 #include "poet/poet.h"
 
@@ -27,6 +32,71 @@ static void exercise_schedule(poet_schedule *s, poet_instance *g)
         poet_schedule_free(&back);
     }
     free(bin);
+}
+
+/* Storage in memory, done at once. */
+static poet_status mem_start(void *ctx, bool write, uint64_t offset, void *ram, size_t bytes, long *ticket,
+                             poet_err *err)
+{
+    (void)err;
+    uint8_t *store = ctx;
+    if (write)
+        memcpy(store + offset, ram, bytes);
+    else
+        memcpy(ram, store + offset, bytes);
+    *ticket = 0;
+    return POET_OK;
+}
+
+static poet_status mem_wait(void *ctx, long ticket, poet_err *err)
+{
+    (void)ctx, (void)ticket, (void)err;
+    return POET_OK;
+}
+
+static poet_status mem_sync(void *ctx, poet_err *err)
+{
+    (void)ctx, (void)err;
+    return POET_OK;
+}
+
+static void mem_reset(void *ctx) { (void)ctx; }
+
+enum { FUZZ_MEMORY_CAP = 256 << 10 }; /* images that need more are only checked, not run */
+
+static void exercise_device_image(const uint8_t *data, size_t size, bool fix_crc)
+{
+    uint64_t *image = malloc(size / 8 + 1 > 0 ? (size / 8 + 1) * 8 : 8); /* 8-byte aligned */
+    if (!image) return;
+    memcpy(image, data, size);
+    uint8_t *bytes = (uint8_t *)image;
+    if (fix_crc && size >= 24 + 4) {
+        for (int i = 0; i < 8; i++) bytes[16 + i] = (uint8_t)((uint64_t)size >> (8 * i)); /* the declared length */
+        uint32_t crc = (uint32_t)crc32(0L, bytes, (uInt)(size - 4));
+        for (int i = 0; i < 4; i++) bytes[size - 4 + i] = (uint8_t)(crc >> (8 * i));
+    }
+    poet_dev_memory need;
+    if (!poet_dev_inspect(image, size, &need, NULL) && need.total_bytes <= FUZZ_MEMORY_CAP &&
+        need.storage_bytes <= FUZZ_MEMORY_CAP) {
+        void *memory = aligned_alloc(8, (size_t)need.total_bytes + 8);
+        uint8_t *store = calloc(1, (size_t)need.storage_bytes + 1);
+        poet_dev_storage st = {POET_DEV_STORAGE_VERSION, store, need.storage_bytes, mem_start, mem_wait, mem_sync, mem_reset};
+        poet_dev *d = NULL;
+        if (memory && store && !poet_dev_open(&d, image, size, memory, (size_t)need.total_bytes, &st, NULL, NULL)) {
+            float *x, loss;
+            int32_t *y;
+            int rows, classes, correct;
+            uint64_t per;
+            poet_dev_batch_shape(d, &rows, &per, &classes);
+            poet_dev_batch_buffers(d, &x, &y);
+            memset(x, 0, (size_t)rows * (size_t)per * sizeof *x);
+            memset(y, 0, (size_t)rows * sizeof *y);
+            if (!poet_dev_step(d, x, y, &loss, NULL)) poet_dev_eval(d, x, y, rows, &loss, &correct, NULL);
+        }
+        free(memory);
+        free(store);
+    }
+    free(image);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -51,5 +121,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     poet_checkpoint_meta meta;
     size_t state_len;
     poet_checkpoint_parse(data, size, &meta, &state_len, NULL);
+    exercise_device_image(data, size, false);
+    exercise_device_image(data, size, true);
     return 0;
 }

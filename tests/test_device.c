@@ -1,0 +1,368 @@
+/* The device library on the host: its hashes and math against references,
+ * the convolutions the same bits whatever their chunking and equal to plain
+ * loops, the device image checked byte by byte, the memory handed over, and
+ * transfers that complete late (as DMA does). Property tests print their
+ * seed; give one as the first argument to replay it. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "../src/core/hash.h"
+#include "../src/core/kernels.h"
+#include "../src/core/mathf.h"
+#include "check.h"
+#include "graphs.h"
+#include "rtutil.h"
+
+static uint64_t rng;
+static int rnd(int lo, int hi) { return lo + (int)((rng = rng * 6364136223846793005ull + 1442695040888963407ull) >> 33) % (hi - lo + 1); }
+
+/* ---- hashes ---- */
+
+static void test_hashes(void)
+{
+    static const char *abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+    static const char *empty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+    char hex[65];
+    poet_sha256_hex("abc", 3, hex);
+    CHECK_MSG(strcmp(hex, abc) == 0, "sha256(abc) = %s", hex);
+    poet_sha256_hex("", 0, hex);
+    CHECK_MSG(strcmp(hex, empty) == 0, "sha256() = %s", hex);
+    unsigned char buf[1000];
+    for (int i = 0; i < 1000; i++) buf[i] = (unsigned char)(i * 7 + 3);
+    for (size_t n = 0; n <= 1000; n += 111)
+        CHECK_MSG(crc32_update(0, buf, n) == (uint32_t)crc32(0L, buf, (uInt)n), "crc32 of %zu bytes differs from zlib's", n);
+}
+
+/* ---- math ---- */
+
+static void test_math(void)
+{
+    double worst[4] = {0};
+    for (int i = 0; i <= 200000; i++) {
+        float x = -20.0f + 40.0f * (float)i / 200000.0f, y = 1e-6f + 50.0f * (float)i / 200000.0f;
+        double e = fabs(poet_expf(x) - exp(x)) / exp(x), t = fabs(poet_tanhf(x) - tanh(x));
+        double l = fabs(log(y)) > 1e-3 ? fabs(poet_logf(y) - log(y)) / fabs(log(y)) : 0, r = fabs(poet_erff(x) - erf(x));
+        worst[0] = e > worst[0] ? e : worst[0], worst[1] = l > worst[1] ? l : worst[1];
+        worst[2] = t > worst[2] ? t : worst[2], worst[3] = r > worst[3] ? r : worst[3];
+    }
+    CHECK_MSG(worst[0] < 3e-7 && worst[1] < 3e-7 && worst[2] < 3e-7 && worst[3] < 5e-7,
+              "largest errors: exp %.3g (relative), log %.3g (relative), tanh %.3g, erf %.3g", worst[0], worst[1],
+              worst[2], worst[3]);
+    CHECK(poet_expf(-200.0f) == 0.0f && isinf(poet_expf(200.0f)) && isinf(poet_logf(0.0f)) && isnan(poet_logf(-1.0f)));
+    CHECK(poet_tanhf(30.0f) == 1.0f && poet_tanhf(-30.0f) == -1.0f && poet_erff(10.0f) == 1.0f && poet_tanhf(0.0f) == 0.0f);
+    CHECK(poet_expf(1e-30f) == 1.0f && poet_logf(1.0f) == 0.0f);
+}
+
+/* ---- convolutions: chunking changes no bit, plain loops give the same bits ---- */
+
+typedef struct conv_case {
+    int N, C, H, W, F, K, S, P, OH, OW;
+} conv_case;
+
+static void ref_forward(const conv_case *c, const float *x, const float *w, float *y)
+{
+    const float *bias = w + c->F * c->C * c->K * c->K;
+    for (int n = 0; n < c->N; n++)
+        for (int f = 0; f < c->F; f++)
+            for (int oh = 0; oh < c->OH; oh++)
+                for (int ow = 0; ow < c->OW; ow++) {
+                    float a = bias[f];
+                    for (int ch = 0; ch < c->C; ch++)
+                        for (int kh = 0; kh < c->K; kh++)
+                            for (int kw = 0; kw < c->K; kw++) {
+                                int ih = oh * c->S - c->P + kh, iw = ow * c->S - c->P + kw;
+                                if (ih >= 0 && ih < c->H && iw >= 0 && iw < c->W)
+                                    a += w[((f * c->C + ch) * c->K + kh) * c->K + kw] *
+                                         x[((n * c->C + ch) * c->H + ih) * c->W + iw];
+                            }
+                    y[((n * c->F + f) * c->OH + oh) * c->OW + ow] = a;
+                }
+}
+
+/* The input gradient as kernels.c defines it: for each element, the output
+ * positions that read it ascending, each adding its sum over filters. */
+static void ref_input_grad(const conv_case *c, const float *dy, const float *w, float *dx)
+{
+    for (int n = 0; n < c->N; n++)
+        for (int ch = 0; ch < c->C; ch++)
+            for (int ih = 0; ih < c->H; ih++)
+                for (int iw = 0; iw < c->W; iw++) {
+                    float t = 0.0f;
+                    for (int oh = 0; oh < c->OH; oh++)
+                        for (int ow = 0; ow < c->OW; ow++) {
+                            int kh = ih - oh * c->S + c->P, kw = iw - ow * c->S + c->P;
+                            if (kh < 0 || kh >= c->K || kw < 0 || kw >= c->K) continue;
+                            float inner = 0.0f;
+                            for (int f = 0; f < c->F; f++)
+                                inner += dy[((n * c->F + f) * c->OH + oh) * c->OW + ow] *
+                                         w[((f * c->C + ch) * c->K + kh) * c->K + kw];
+                            t += inner;
+                        }
+                    dx[((n * c->C + ch) * c->H + ih) * c->W + iw] = t;
+                }
+}
+
+static void ref_weight_grad(const conv_case *c, const float *dy, const float *x, float *gw)
+{
+    for (int f = 0; f < c->F; f++)
+        for (int ch = 0; ch < c->C; ch++)
+            for (int kh = 0; kh < c->K; kh++)
+                for (int kw = 0; kw < c->K; kw++) {
+                    float a = 0.0f;
+                    for (int n = 0; n < c->N; n++)
+                        for (int oh = 0; oh < c->OH; oh++)
+                            for (int ow = 0; ow < c->OW; ow++) {
+                                int ih = oh * c->S - c->P + kh, iw = ow * c->S - c->P + kw;
+                                if (ih >= 0 && ih < c->H && iw >= 0 && iw < c->W)
+                                    a += dy[((n * c->F + f) * c->OH + oh) * c->OW + ow] *
+                                         x[((n * c->C + ch) * c->H + ih) * c->W + iw];
+                            }
+                    gw[((f * c->C + ch) * c->K + kh) * c->K + kw] = a;
+                }
+}
+
+static conv_case random_conv(void)
+{
+    conv_case c = {rnd(1, 3), rnd(1, 9), rnd(1, 11), rnd(1, 11), rnd(1, 11), 2 * rnd(0, 2) + 1, rnd(1, 2), 0, 0, 0};
+    c.P = rnd(0, c.K - 1);
+    if (c.H + 2 * c.P < c.K) c.H = c.K;
+    if (c.W + 2 * c.P < c.K) c.W = c.K;
+    c.OH = (c.H + 2 * c.P - c.K) / c.S + 1, c.OW = (c.W + 2 * c.P - c.K) / c.S + 1;
+    return c;
+}
+
+static void conv_nodes(const conv_case *c, knode n[3])
+{
+    memset(n, 0, 3 * sizeof *n);
+    n[0] = (knode){.op = POET_OP_INPUT, .ndim = 4, .dim = {c->N, c->C, c->H, c->W}, .fwd = -1};
+    n[0].numel = (uint32_t)(c->N * c->C * c->H * c->W);
+    n[1] = (knode){.op = POET_OP_CONV2D, .n_inputs = 1, .inputs = {0}, .ndim = 4, .dim = {c->N, c->F, c->OH, c->OW},
+                   .features = c->F, .kernel = c->K, .stride = c->S, .pad = c->P, .fwd = -1};
+    n[1].numel = (uint32_t)(c->N * c->F * c->OH * c->OW), n[1].params = (uint32_t)(c->F * c->C * c->K * c->K + c->F);
+    n[2] = n[0];
+    n[2].op = POET_OP_GRAD, n[2].n_inputs = 2, n[2].inputs[0] = 1, n[2].inputs[1] = 0, n[2].fwd = 1, n[2].wrt = 0;
+    n[2].params = n[1].params, n[2].reads = KR_DY | KR_IN0;
+}
+
+static bool same_bits(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof *a) == 0; }
+
+static void test_conv_chunking(uint64_t seed)
+{
+    rng = seed;
+    int bad = 0, cases = 200;
+    for (int t = 0; t < cases; t++) {
+        conv_case c = random_conv();
+        knode nodes[3];
+        conv_nodes(&c, nodes);
+        size_t nx = nodes[0].numel, ny = nodes[1].numel, nw = nodes[1].params;
+        float *x = malloc(nx * 4), *w = malloc(nw * 4), *dy = malloc(ny * 4), *y = malloc(ny * 4), *yr = malloc(ny * 4);
+        float *dx = malloc(nx * 4), *dxr = malloc(nx * 4), *gw = malloc(nw * 4), *gwr = malloc(nw * 4);
+        for (size_t i = 0; i < nx; i++) x[i] = (float)rnd(-1000, 1000) / 700.0f;
+        for (size_t i = 0; i < nw; i++) w[i] = (float)rnd(-1000, 1000) / 900.0f;
+        for (size_t i = 0; i < ny; i++) dy[i] = (float)rnd(-1000, 1000) / 800.0f;
+        ref_forward(&c, x, w, yr);
+        ref_input_grad(&c, dy, w, dxr);
+        ref_weight_grad(&c, dy, x, gwr);
+        size_t kk = (size_t)(c.C * c.K * c.K), pp = (size_t)(c.OH * c.OW);
+        size_t chunks[] = {1, 3, 7, pp};
+        float *work = malloc(kk * pp * 4);
+        for (int k = 0; k < 4; k++) {
+            kernel_ctx f = {.nodes = nodes, .n = &nodes[1], .in = {x}, .out = y, .params = w, .work = work,
+                            .work_floats = kk * chunks[k], .training = true};
+            kernel_ctx b = {.nodes = nodes, .n = &nodes[2], .in = {dy, x}, .out = dx, .params = w, .grads = gw,
+                            .work = work, .work_floats = kk * chunks[k], .training = true};
+            kernel_run(&f), kernel_run(&b);
+            bool ok = same_bits(y, yr, ny) && same_bits(dx, dxr, nx) && same_bits(gw, gwr, nw - (size_t)c.F);
+            if (!ok && bad++ < 3)
+                fprintf(stderr, "conv N%d C%d %dx%d F%d K%d S%d P%d, chunk %zu: %s\n", c.N, c.C, c.H, c.W, c.F, c.K,
+                        c.S, c.P, chunks[k],
+                        !same_bits(y, yr, ny) ? "forward" : !same_bits(dx, dxr, nx) ? "input gradient" : "weight gradient");
+        }
+        free(x), free(w), free(dy), free(y), free(yr), free(dx), free(dxr), free(gw), free(gwr), free(work);
+    }
+    CHECK_MSG(bad == 0, "%d of %d convolutions (x 4 chunk sizes) differ from the plain loops (seed %llu)", bad, cases,
+              (unsigned long long)seed);
+    printf("conv: %d random shapes, 4 chunk sizes each, same bits as plain loops (seed %llu)\n", cases,
+           (unsigned long long)seed);
+}
+
+/* ---- the device image ---- */
+
+typedef struct exported {
+    poet_graph g;
+    rig r;
+    uint8_t *img;
+    size_t len;
+} exported;
+
+static bool export_cnn(exported *e, const char *planner, double fraction)
+{
+    memset(e, 0, sizeof *e);
+    poet_err err = {0};
+    if (test_graph_build(0, &e->g, &err)) return false;
+    rig_start(&e->r, &e->g, planner, fraction, NULL, poet_optimizer_default(POET_OPT_SGD), 3);
+    if (!e->r.ok) return false;
+    poet_export_options o = {poet_optimizer_default(POET_OPT_SGD), 3, 2, NULL, NULL};
+    return !poet_export_image(&e->g, &e->r.p, &e->r.plan.schedule, &o, &e->img, &e->len, &err);
+}
+
+static void exported_free(exported *e)
+{
+    free(e->img);
+    rig_free(&e->r);
+    poet_graph_free(&e->g);
+}
+
+static void *aligned_copy(const void *src, size_t len)
+{
+    void *p = aligned_alloc(8, (len + 7) / 8 * 8);
+    if (p) memcpy(p, src, len);
+    return p;
+}
+
+static void test_image_checks(void)
+{
+    exported e;
+    CHECK_MSG(export_cnn(&e, "paging", 0.5), "export");
+    if (!e.img) return;
+    uint8_t *img = aligned_copy(e.img, e.len);
+    poet_dev_memory need;
+    poet_err err = {0};
+    CHECK_MSG(!poet_dev_inspect(img, e.len, &need, &err), "inspect: %s", err.msg);
+    CHECK(poet_dev_image_length(img) == e.len);
+    int undetected = 0;
+    for (size_t i = 0; i < e.len; i++) { /* every single corrupted byte is refused */
+        img[i] ^= 0x5a;
+        if (!poet_dev_inspect(img, e.len, &need, NULL)) undetected++;
+        img[i] ^= 0x5a;
+    }
+    CHECK_MSG(undetected == 0, "%d of %zu corrupted bytes went unnoticed", undetected, e.len);
+    CHECK(poet_dev_inspect(img, e.len - 1, &need, &err) == POET_ERR_PARSE && strstr(err.msg, "truncated"));
+    CHECK(poet_dev_inspect(img, 100, &need, &err) == POET_ERR_PARSE);
+    uint8_t *odd = malloc(e.len + 1);
+    memcpy(odd + 1, img, e.len);
+    CHECK(poet_dev_inspect(odd + 1, e.len, &need, &err) == POET_ERR_INVALID && strstr(err.msg, "aligned"));
+    free(odd);
+    /* memory: too little is refused with what it needs */
+    poet_dev_inspect(img, e.len, &need, NULL);
+    void *mem = aligned_alloc(8, (size_t)need.total_bytes);
+    poet_dev *d = NULL;
+    CHECK(poet_dev_open(&d, img, e.len, mem, (size_t)need.total_bytes - 8, NULL, NULL, &err) == POET_ERR_LIMIT &&
+          strstr(err.msg, "needs"));
+    if (need.storage_bytes)
+        CHECK(poet_dev_open(&d, img, e.len, mem, (size_t)need.total_bytes, NULL, NULL, &err) == POET_ERR_INVALID &&
+              strstr(err.msg, "storage"));
+    free(mem);
+    free(img);
+    exported_free(&e);
+}
+
+/* ---- storage whose transfers complete only when waited for ---- */
+
+enum { QUEUE = 64 };
+
+typedef struct late_store {
+    uint8_t *bytes;
+    struct {
+        bool write;
+        uint64_t offset;
+        void *ram;
+        size_t n;
+    } q[QUEUE];
+    long started, done;
+} late_store;
+
+static void late_complete(late_store *s)
+{
+    int k = (int)(s->done++ % QUEUE);
+    if (s->q[k].write)
+        memcpy(s->bytes + s->q[k].offset, s->q[k].ram, s->q[k].n);
+    else
+        memcpy(s->q[k].ram, s->bytes + s->q[k].offset, s->q[k].n);
+}
+
+static poet_status late_start(void *ctx, bool write, uint64_t offset, void *ram, size_t n, long *ticket, poet_err *err)
+{
+    late_store *s = ctx;
+    (void)err;
+    if (s->started - s->done == QUEUE) late_complete(s);
+    int k = (int)(s->started % QUEUE);
+    s->q[k].write = write, s->q[k].offset = offset, s->q[k].ram = ram, s->q[k].n = n;
+    *ticket = s->started++;
+    return POET_OK;
+}
+
+static poet_status late_wait(void *ctx, long ticket, poet_err *err)
+{
+    late_store *s = ctx;
+    (void)err;
+    long until = ticket < 0 ? s->started : ticket + 1;
+    while (s->done < until) late_complete(s);
+    return POET_OK;
+}
+
+static poet_status late_sync(void *ctx, poet_err *err)
+{
+    (void)ctx, (void)err;
+    return POET_OK;
+}
+
+static void late_reset(void *ctx)
+{
+    late_store *s = ctx;
+    s->done = s->started;
+}
+
+/* Training with page-outs that land late gives keep-all's bits: poet waits
+ * for a page-out before reusing its buffer and for page-ins before reading. */
+static void test_late_transfers(void)
+{
+    exported e;
+    CHECK_MSG(export_cnn(&e, "paging", 0.3), "export");
+    if (!e.img) return;
+    poet_dev_memory need;
+    poet_dev_inspect(e.img, e.len, &need, NULL);
+    CHECK_MSG(need.storage_bytes > 0, "the paging schedule at 30%% pages nothing; the test needs one that does");
+    late_store s = {.bytes = calloc(1, (size_t)need.storage_bytes + 1)};
+    poet_dev_storage st = {POET_DEV_STORAGE_VERSION, &s, need.storage_bytes, late_start, late_wait, late_sync, late_reset};
+    void *mem = aligned_alloc(8, (size_t)need.total_bytes);
+    poet_dev *d = NULL;
+    poet_err err = {0};
+    CHECK_MSG(!poet_dev_open(&d, e.img, e.len, mem, (size_t)need.total_bytes, &st, NULL, &err), "%s", err.msg);
+    uint64_t n = poet_shape_numel(&e.g.nodes[0].shape);
+    float *x = malloc(n * sizeof *x), loss;
+    int32_t y[64];
+    char late[65] = "", keep[65] = "";
+    for (int k = 0; d && k < 4; k++) {
+        rt_batch(&e.g, 100 + (uint64_t)k, x, y);
+        CHECK_MSG(!poet_dev_step(d, x, y, &loss, &err), "%s", err.msg);
+    }
+    if (d) poet_dev_weights_sha256(d, late);
+    CHECK(d && poet_dev_get_stats(d)->page_outs > 0);
+    rig r;
+    rig_start(&r, &e.g, "keep-all", 0, NULL, poet_optimizer_default(POET_OPT_SGD), 3);
+    double l;
+    for (int k = 0; r.ok && k < 4; k++) {
+        rt_batch(&e.g, 100 + (uint64_t)k, x, y);
+        poet_engine_step(r.e, x, y, &l, &err);
+    }
+    if (r.ok) poet_engine_weights_sha256(r.e, keep);
+    CHECK_MSG(r.ok && strcmp(late, keep) == 0, "late transfers: %s, keep-all %s", late, keep);
+    rig_free(&r);
+    free(x), free(mem), free(s.bytes);
+    exported_free(&e);
+}
+
+int main(int argc, char **argv)
+{
+    uint64_t seed = argc > 1 ? strtoull(argv[1], NULL, 10) : 20261203;
+    test_hashes();
+    test_math();
+    test_conv_chunking(seed);
+    test_image_checks();
+    test_late_transfers();
+    return check_report();
+}
