@@ -2,13 +2,15 @@
 # Installs, from Debian's archive, whatever poet needs and this machine lacks
 # (python3-sklearn ships the 8x8 digits the main job trains on); with --test,
 # also what the test suite needs (clang and its fuzzing runtime, PyTorch for
-# the differential test); with --bench, what bench/ needs (Fashion-MNIST,
-# PuLP for POET's own formulation).
+# the differential test, the Arm cross-compiler and QEMU for the device
+# tests); with --bench, what bench/ needs (Fashion-MNIST, PuLP for POET's
+# own formulation, the device tools).
 set -euo pipefail
+device=(gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm)
 packages=(gcc libc6-dev make cmake pkg-config libcjson-dev zlib1g-dev coinor-libcbc-dev python3-sklearn)
 case "${1:-}" in
---test) packages+=(clang libclang-rt-14-dev python3-torch) ;;
---bench) packages+=(dataset-fashion-mnist python3-pulp python3-torch) ;;
+--test) packages+=(clang libclang-rt-14-dev python3-torch "${device[@]}") ;;
+--bench) packages+=(dataset-fashion-mnist python3-pulp python3-torch "${device[@]}") ;;
 esac
 missing=()
 for p in "${packages[@]}"; do

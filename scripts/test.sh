@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh --test
+export POET_REQUIRE_DEVICE=1 # deps.sh installed QEMU and the Arm compiler: the device test must run
 scripts/build.sh
 ctest --test-dir "${POET_BUILD_DIR:-build}" --output-on-failure -j "$(nproc)"
 echo "== the suite again under AddressSanitizer and UndefinedBehaviorSanitizer"

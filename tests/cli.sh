@@ -250,5 +250,24 @@ refuse "bad optimizer" "--optimizer" "$poet" train --model cnn_digits --device m
 refuse "unwritable storage" "storage" "$poet" train --model cnn_digits --device m4 --budget 196608 --planner paging \
     --steps 5 --storage /nonexistent/flash.bin
 
+# ---- the device image (the device runs are in device.sh) ----
+ok "export" "$poet" export --model cnn_digits --device m4 --batch 4 --budget 50% --time-limit 2 --out "$tmp/dev.img" --json
+has "export reports the memory" '"memory_bytes"' "$tmp/out"
+if [ "$(head -c 7 "$tmp/dev.img")" = POETIMG ]; then passed=$((passed + 1)); else
+    failed=$((failed + 1))
+    echo "FAIL: export wrote no device image"
+fi
+refuse "export without --out" "--out" "$poet" export --model cnn_digits --device m4 --budget 50%
+refuse "export bad chunk" "--chunk" "$poet" export --model cnn_digits --device m4 --budget 50% --out "$tmp/x" --chunk -3
+refuse "export plan-only model" "plan-only" "$poet" export --model vgg16 --device m4 --budget 50% --out "$tmp/x"
+refuse "export infeasible budget" "at least" "$poet" export --model cnn_digits --device m4 --budget 10% --out "$tmp/x"
+refuse "emulate bad storage" "--storage" "$poet" emulate --model cnn_digits --budget 50% --storage tape
+refuse "emulate bad steps" "--steps" "$poet" emulate --model cnn_digits --budget 50% --steps 0
+refuse "emulate missing firmware" "no firmware" "$poet" emulate --model cnn_digits --budget 50% \
+    --firmware "$tmp/none.elf"
+refuse "emulate not a firmware" "not poet's firmware" "$poet" emulate --model cnn_digits --budget 50% \
+    --firmware "$tmp/dev.img"
+refuse "bad time limit" "--time-limit" "$poet" train --model cnn_digits --device m4 --budget 100% --time-limit 0
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

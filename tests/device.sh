@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# poet on the emulated Cortex-M4F (QEMU's netduinoplus2, 192 KiB of RAM):
+# training that ordinary training cannot fit, under a schedule that
+# recomputes and pages, to the host's bits; the RAM accounted for; and the
+# refusals: a model too large for the board, too little memory handed over,
+# a corrupted image, an SD card that fails mid-run (the weights of the last
+# completed step kept). Skipped (77) without QEMU or the firmware, unless
+# POET_REQUIRE_DEVICE=1 (scripts/test.sh sets it: CI installs both).
+set -u
+poet=$1
+firmware_dir=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+
+if ! command -v qemu-system-arm >/dev/null || [ ! -f "$firmware_dir/poet-firmware.elf" ]; then
+    echo "device: qemu-system-arm or the firmware is missing (scripts/deps.sh --test installs qemu-system-arm and gcc-arm-none-eabi)"
+    [ "${POET_REQUIRE_DEVICE:-0}" = 1 ] && exit 1
+    exit 77
+fi
+
+check() { # check DESCRIPTION CONDITION-EXIT-STATUS [DETAIL]
+    if [ "$2" -eq 0 ]; then passed=$((passed + 1)); else
+        failed=$((failed + 1))
+        echo "FAIL: $1${3:+: $3}"
+    fi
+}
+
+field() { # field FILE NAME: a field of a JSON report
+    /usr/bin/python3 -c 'import json, sys; v = json.load(open(sys.argv[1]))[sys.argv[2]]; print(str(v).lower() if isinstance(v, bool) else v)' "$1" "$2"
+}
+
+# cnn_digits at batch 8: the schedule for 42% of the keep-all peak, where
+# recomputation may take 1.2x the compute time, both recomputes and pages.
+common=(--model cnn_digits --data digits --batch 8 --seed 7 --time-limit 3)
+"$poet" emulate "${common[@]}" --budget 42% --runtime-factor 1.2 --steps 3 --json --keep "$tmp/run" >"$tmp/em.json" 2>"$tmp/em.err"
+check "emulate exits 0" $? "$(head -c 400 "$tmp/em.err")"
+if [ -s "$tmp/em.json" ]; then
+    r=$tmp/em.json
+    check "bit-identical to the host under the same schedule and under keep-all" \
+        "$([ "$(field "$r" bit_identical)" = true ] && echo 0 || echo 1)" "$(field "$r" weights_sha256) vs host $(field "$r" host_weights_sha256)"
+    check "the weights file hashes to the device's report" "$([ "$(field "$r" weights_file_matches)" = true ] && echo 0 || echo 1)"
+    check "the schedule recomputes" "$([ "$(field "$r" recomputations)" -gt 0 ] && echo 0 || echo 1)"
+    check "the schedule pages" "$([ "$(field "$r" paged_bytes)" -gt 0 ] && echo 0 || echo 1)"
+    arena=$(field "$r" arena_bytes) peak=$(field "$r" arena_peak_bytes) planned=$(field "$r" planned_arena_bytes)
+    check "arena high-water mark ($peak) = arena ($arena) = planned placement ($planned)" \
+        "$([ "$peak" = "$arena" ] && [ "$arena" = "$planned" ] && echo 0 || echo 1)"
+    total=$(field "$r" ram_total_bytes) limit=$(field "$r" ram_limit_bytes)
+    check "RAM total $total <= $limit" "$([ "$total" -le "$limit" ] && [ "$limit" = 196608 ] && echo 0 || echo 1)"
+    keep=$(field "$r" keep_all_peak_bytes) persistent=$(field "$r" persistent_bytes)
+    check "ordinary training does not fit: keep-all $keep + weights and state $persistent > $limit" \
+        "$([ $((keep + persistent)) -gt "$limit" ] && echo 0 || echo 1)"
+    check "instructions per step counted" "$([ "$(field "$r" instructions_per_step | cut -d. -f1)" -gt 1000000 ] && echo 0 || echo 1)"
+    # the same three steps through poet train, another path on the host
+    "$poet" train "${common[@]}" --device m4 --budget 42% --steps 3 --json --quiet >"$tmp/train.json" 2>"$tmp/train.err"
+    check "poet train gives the device's weights" \
+        "$([ "$(field "$tmp/train.json" weights_sha256)" = "$(field "$r" weights_sha256)" ] && echo 0 || echo 1)" "$(head -c 300 "$tmp/train.err")"
+fi
+
+# Adam; and the storage in RAM (the synchronous back-end)
+"$poet" emulate "${common[@]}" --budget 42% --runtime-factor 1.2 --steps 2 --optimizer adam --json >"$tmp/adam.json" 2>"$tmp/adam.err"
+check "Adam: bit-identical" "$([ -s "$tmp/adam.json" ] && [ "$(field "$tmp/adam.json" bit_identical)" = true ] && echo 0 || echo 1)" "$(head -c 300 "$tmp/adam.err")"
+"$poet" emulate "${common[@]}" --batch 4 --budget 50% --runtime-factor 1.0 --steps 2 --storage ram --json >"$tmp/ram.json" 2>"$tmp/ram.err"
+check "storage in RAM: bit-identical, and it pages" \
+    "$([ -s "$tmp/ram.json" ] && [ "$(field "$tmp/ram.json" bit_identical)" = true ] && [ "$(field "$tmp/ram.json" paged_bytes)" -gt 0 ] && echo 0 || echo 1)" "$(head -c 300 "$tmp/ram.err")"
+
+# a model that does not fit is refused before QEMU starts, with the bytes needed and there
+"$poet" emulate "${common[@]}" --budget 100% --steps 1 --batch 32 >"$tmp/big.out" 2>"$tmp/big.err"
+rc=$?
+check "too large: refused with the bytes needed and the bytes there" \
+    "$([ $rc -eq 1 ] && grep -q "needs [0-9]* bytes of RAM" "$tmp/big.err" && grep -q "has 196608 bytes" "$tmp/big.err" && echo 0 || echo 1)" "rc=$rc $(cat "$tmp/big.err")"
+
+# too little memory handed over: the device library says what it needs
+"$poet" emulate "${common[@]}" --budget 42% --runtime-factor 1.2 --steps 1 --memory 60000 --no-host >"$tmp/mem.out" 2>"$tmp/mem.err"
+rc=$?
+check "memory too small: refused on the device with what it needs" \
+    "$([ $rc -eq 1 ] && grep -q "memory: the image needs [0-9]* bytes" "$tmp/mem.err" && grep -q "60000 were handed over" "$tmp/mem.err" && echo 0 || echo 1)" "rc=$rc $(cat "$tmp/mem.err")"
+
+# the SD card fails at the first write of step 2: the run stops with a
+# message and the weights written are those of step 1
+per_step=$(( $(field "$tmp/em.json" page_outs) / 3 ))
+"$poet" emulate "${common[@]}" --budget 42% --runtime-factor 1.2 --steps 3 --fail-write $((per_step + 1)) --no-host --json --keep "$tmp/fail" >"$tmp/fail.json" 2>"$tmp/fail.err"
+rc=$?
+step=$(sed -n 's/.*step \([0-9]*\) failed.*/\1/p' "$tmp/fail.err" | head -1)
+check "storage failure: non-zero exit and a message naming the step" \
+    "$([ $rc -ne 0 ] && [ -n "$step" ] && grep -q "injected fault" "$tmp/fail.err" && echo 0 || echo 1)" "rc=$rc $(cat "$tmp/fail.err")"
+if [ -n "$step" ] && [ "$step" -gt 1 ]; then
+    "$poet" train "${common[@]}" --device m4 --budget 42% --steps $((step - 1)) --json --quiet >"$tmp/before.json" 2>/dev/null
+    got=$(sha256sum "$tmp/fail/weights.bin" | cut -d' ' -f1)
+    check "the weights written are those of the last completed step ($((step - 1)))" \
+        "$([ "$got" = "$(field "$tmp/before.json" weights_sha256)" ] && echo 0 || echo 1)"
+fi
+
+# a corrupted image, run by the firmware directly
+if [ -f "$tmp/run/image.bin" ]; then
+    cp "$tmp/run/image.bin" "$tmp/bad.bin"
+    printf '\x55' | dd of="$tmp/bad.bin" bs=1 seek=400 conv=notrunc 2>/dev/null
+    timeout 60 qemu-system-arm -M netduinoplus2 -display none -serial null -monitor none \
+        -semihosting-config "enable=on,target=native,arg=fw,arg=--steps=1,arg=--data=$tmp/run/data.bin" \
+        -device "loader,file=$tmp/bad.bin,addr=0x08080000,force-raw=on" -kernel "$firmware_dir/poet-firmware.elf" >"$tmp/bad.out" 2>&1
+    rc=$?
+    check "corrupted image: refused by the firmware" \
+        "$([ $rc -eq 1 ] && grep -q "checksum mismatch" "$tmp/bad.out" && echo 0 || echo 1)" "rc=$rc $(cat "$tmp/bad.out")"
+fi
+
+echo "device: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
