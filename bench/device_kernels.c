@@ -117,7 +117,8 @@ static void graph_of(const shape *s, knode nodes[3])
     memset(nodes, 0, 3 * sizeof *nodes);
     nodes[0] = (knode){.op = POET_OP_INPUT, .ndim = 4, .dim = {N, C, H, H}, .numel = (uint32_t)(N * C * H * H), .fwd = -1};
     nodes[1] = (knode){.op = POET_OP_CONV2D, .n_inputs = 1, .inputs = {0}, .ndim = 4, .dim = {N, F, H, H},
-                       .numel = (uint32_t)(N * F * H * H), .features = F, .kernel = 3, .stride = 1, .pad = 1,
+                       .numel = (uint32_t)(N * F * H * H), .attrs = {.features = F, .kh = 3, .kw = 3, .sh = 1, .sw = 1, .pt = 1, .pl = 1, .pb = 1,
+                                                             .pr = 1, .dh = 1, .dw = 1, .groups = 1},
                        .params = (uint32_t)(F * C * 9 + F), .fwd = -1};
     nodes[2] = (knode){.op = POET_OP_GRAD, .n_inputs = 2, .inputs = {1, 0}, .fwd = 1, .wrt = 0, .ndim = 4,
                        .dim = {N, C, H, H}, .numel = (uint32_t)(N * C * H * H), .params = nodes[1].params,

@@ -5,7 +5,7 @@
 
 #include "poet/poet.h"
 
-enum { N_TEST_GRAPHS = 3 };
+enum { N_TEST_GRAPHS = 5 };
 
 static int tg_add(poet_graph *g, poet_op op, int a, int b, poet_attrs at)
 {
@@ -18,7 +18,7 @@ static int tg_add(poet_graph *g, poet_op op, int a, int b, poet_attrs at)
 static int tg_cnn(poet_graph *g)
 {
     poet_attrs none = {0};
-    int x = tg_add(g, POET_OP_INPUT, -1, -1, (poet_attrs){.shape = {4, {4, 2, 6, 6}}});
+    int x = tg_add(g, POET_OP_INPUT, -1, -1, (poet_attrs){.ndim = 4, .dim = {4, 2, 6, 6}});
     x = tg_add(g, POET_OP_CONV2D, x, -1, (poet_attrs){.features = 3, .kernel = 3, .stride = 1, .pad = 1});
     x = tg_add(g, POET_OP_BATCHNORM2D, x, -1, none);
     x = tg_add(g, POET_OP_RELU, x, -1, none);
@@ -36,7 +36,7 @@ static int tg_cnn(poet_graph *g)
 static int tg_residual(poet_graph *g)
 {
     poet_attrs none = {0};
-    int x = tg_add(g, POET_OP_INPUT, -1, -1, (poet_attrs){.shape = {4, {4, 2, 4, 4}}});
+    int x = tg_add(g, POET_OP_INPUT, -1, -1, (poet_attrs){.ndim = 4, .dim = {4, 2, 4, 4}});
     int a = tg_add(g, POET_OP_RELU, tg_add(g, POET_OP_CONV2D, x, -1, (poet_attrs){.features = 4, .kernel = 3, .stride = 1, .pad = 1}), -1, none);
     int b = tg_add(g, POET_OP_CONV2D, a, -1, (poet_attrs){.features = 2, .kernel = 1, .stride = 1});
     int s = tg_add(g, POET_OP_ADD, a, b, none);
@@ -50,27 +50,86 @@ static int tg_residual(poet_graph *g)
 static int tg_attention(poet_graph *g)
 {
     poet_attrs none = {0}, at = {.heads = 2, .seq = 4};
-    int x = tg_add(g, POET_OP_INPUT, -1, -1, (poet_attrs){.shape = {2, {8, 6}}});
+    int x = tg_add(g, POET_OP_INPUT, -1, -1, (poet_attrs){.ndim = 2, .dim = {8, 6}});
     int h = tg_add(g, POET_OP_LINEAR, x, -1, (poet_attrs){.features = 6});
     int q = tg_add(g, POET_OP_LINEAR, h, -1, (poet_attrs){.features = 6});
     int k = tg_add(g, POET_OP_LINEAR, h, -1, (poet_attrs){.features = 6});
     int v = tg_add(g, POET_OP_LINEAR, h, -1, (poet_attrs){.features = 6});
-    int p = tg_add(g, POET_OP_SOFTMAX, tg_add(g, POET_OP_ATTN_SCORES, q, k, at), -1, none);
+    int p = tg_add(g, POET_OP_SOFTMAX, tg_add(g, POET_OP_ATTN_SCORES, q, k, at), -1, (poet_attrs){.axis = -1});
     int o = tg_add(g, POET_OP_LINEAR, tg_add(g, POET_OP_ATTN_CONTEXT, p, v, at), -1, (poet_attrs){.features = 6});
     int n = tg_add(g, POET_OP_LAYERNORM, tg_add(g, POET_OP_ADD, h, o, none), -1, none);
     int f = tg_add(g, POET_OP_LINEAR, tg_add(g, POET_OP_GELU, n, -1, none), -1, (poet_attrs){.features = 3});
     return tg_add(g, POET_OP_SOFTMAX_CE, f, -1, none);
 }
 
+/* The ops ONNX brings: a grouped, dilated, asymmetrically padded conv, a
+ * depthwise conv without bias, padded pools (max; average counting the
+ * padding), hardswish, batch norm with its own eps and momentum, clip, a
+ * per-channel scale as a parameter, global pooling that keeps its
+ * dimensions, reshape. */
+static int tg_cnn_onnx(poet_graph *g)
+{
+    poet_attrs none = {0};
+    int x = tg_add(g, POET_OP_INPUT, -1, -1, (poet_attrs){.ndim = 4, .dim = {2, 4, 7, 7}});
+    x = tg_add(g, POET_OP_CONV2D, x, -1,
+               (poet_attrs){.features = 6, .kh = 3, .kw = 2, .sh = 1, .sw = 2, .pt = 1, .pb = 2, .pr = 1, .dh = 1, .dw = 2,
+                            .groups = 2});
+    x = tg_add(g, POET_OP_MAXPOOL2D, x, -1, (poet_attrs){.kh = 3, .kw = 2, .sh = 2, .sw = 1, .pt = 1, .pl = 1, .pb = 1});
+    x = tg_add(g, POET_OP_HARDSWISH, x, -1, none);
+    x = tg_add(g, POET_OP_AVGPOOL2D, x, -1,
+               (poet_attrs){.kh = 2, .kw = 2, .sh = 1, .sw = 1, .pt = 1, .pl = 1, .flags = POET_ATTR_COUNT_PAD});
+    x = tg_add(g, POET_OP_BATCHNORM2D, x, -1, (poet_attrs){.eps = 1e-3f, .momentum = 0.3f});
+    x = tg_add(g, POET_OP_CLIP, x, -1, (poet_attrs){.alpha = -0.5f, .beta = 0.8f});
+    x = tg_add(g, POET_OP_CONV2D, x, -1, (poet_attrs){.features = 6, .kernel = 3, .stride = 1, .pad = 1, .groups = 6,
+                                                      .flags = POET_ATTR_NO_BIAS});
+    x = tg_add(g, POET_OP_MUL, x, -1, (poet_attrs){.ndim = 3, .dim = {6, 1, 1}, .flags = POET_ATTR_OPERAND_PARAM});
+    x = tg_add(g, POET_OP_GLOBAL_AVGPOOL, x, -1, (poet_attrs){.flags = POET_ATTR_KEEPDIMS});
+    x = tg_add(g, POET_OP_RESHAPE, x, -1, (poet_attrs){.ndim = 2, .dim = {2, 6}});
+    x = tg_add(g, POET_OP_LINEAR, x, -1, (poet_attrs){.features = 3});
+    return tg_add(g, POET_OP_SOFTMAX_CE, x, -1, none);
+}
+
+/* Sequences: linear over 3-d input, constant and parameter operands
+ * (broadcast, one of them left), sigmoid, transpose, batched matmul,
+ * softmax off the last axis, erf, tanh, slice, broadcast sub, hardsigmoid,
+ * concat, exact gelu, layer norm without affine, a product of two
+ * activations, reshape. */
+static int tg_seq_onnx(poet_graph *g)
+{
+    poet_attrs none = {0};
+    int x = tg_add(g, POET_OP_INPUT, -1, -1, (poet_attrs){.ndim = 3, .dim = {2, 3, 4}});
+    int h = tg_add(g, POET_OP_LINEAR, x, -1, (poet_attrs){.features = 5});
+    int c = tg_add(g, POET_OP_ADD, h, -1, (poet_attrs){.ndim = 1, .dim = {5}, .flags = POET_ATTR_OPERAND_CONST});
+    int s = tg_add(g, POET_OP_SIGMOID, c, -1, none);
+    int t = tg_add(g, POET_OP_TRANSPOSE, s, -1, (poet_attrs){.perm = {0, 2, 1}});
+    int m = tg_add(g, POET_OP_MATMUL, h, t, none);
+    int p = tg_add(g, POET_OP_SOFTMAX, m, -1, (poet_attrs){.axis = 1});
+    int q = tg_add(g, POET_OP_MATMUL, p, h, none);
+    int th = tg_add(g, POET_OP_TANH, tg_add(g, POET_OP_ERF, q, -1, none), -1, none);
+    int sl = tg_add(g, POET_OP_SLICE, th, -1, (poet_attrs){.axis = 1, .start = 0, .end = 1});
+    int d = tg_add(g, POET_OP_SUB, th, sl, none);
+    int dv = tg_add(g, POET_OP_DIV, s, -1,
+                    (poet_attrs){.ndim = 2, .dim = {1, 5}, .flags = POET_ATTR_OPERAND_PARAM | POET_ATTR_OPERAND_LEFT});
+    int hs = tg_add(g, POET_OP_HARDSIGMOID, dv, -1, (poet_attrs){.alpha = 0.2f, .beta = 0.5f});
+    int in2[2] = {d, hs};
+    int cat = poet_graph_add(g, POET_OP_CONCAT, in2, 2, &(poet_attrs){.axis = 2}, NULL);
+    int ge = tg_add(g, POET_OP_GELU, cat, -1, (poet_attrs){.flags = POET_ATTR_GELU_ERF});
+    int ln = tg_add(g, POET_OP_LAYERNORM, ge, -1, (poet_attrs){.flags = POET_ATTR_NO_AFFINE});
+    int mm = tg_add(g, POET_OP_MUL, ln, ge, none);
+    int r = tg_add(g, POET_OP_RESHAPE, mm, -1, (poet_attrs){.ndim = 2, .dim = {6, 10}});
+    return tg_add(g, POET_OP_SOFTMAX_CE, tg_add(g, POET_OP_LINEAR, r, -1, (poet_attrs){.features = 4}), -1, none);
+}
+
 static const char *test_graph_name(int k)
 {
-    static const char *names[N_TEST_GRAPHS] = {"cnn", "residual", "attention"};
+    static const char *names[N_TEST_GRAPHS] = {"cnn", "residual", "attention", "cnn_onnx", "seq_onnx"};
     return names[k];
 }
 
 static poet_status test_graph_build(int k, poet_graph *g, poet_err *err)
 {
-    static int (*const build[N_TEST_GRAPHS])(poet_graph *) = {tg_cnn, tg_residual, tg_attention};
+    static int (*const build[N_TEST_GRAPHS])(poet_graph *) = {tg_cnn, tg_residual, tg_attention, tg_cnn_onnx,
+                                                              tg_seq_onnx};
     poet_status st = poet_graph_init(g, test_graph_name(k), 4, err);
     if (st) return st;
     int loss = build[k](g);

@@ -24,7 +24,7 @@ static void test_shapes(void)
     poet_graph g;
     poet_err err = {0};
     CHECK(poet_graph_init(&g, "shapes", 2, &err) == POET_OK);
-    poet_attrs in = {.shape = {4, {2, 3, 32, 32}}};
+    poet_attrs in = {.ndim = 4, .dim = {2, 3, 32, 32}};
     int x = poet_graph_add(&g, POET_OP_INPUT, NULL, 0, &in, "x");
     poet_attrs c = {.features = 16, .kernel = 3, .stride = 2, .pad = 1};
     int conv = poet_graph_add(&g, POET_OP_CONV2D, &x, 1, &c, "conv");
@@ -55,7 +55,7 @@ static void test_builder_errors(void)
     CHECK(poet_graph_init(&g, "bad", 0, &err) == POET_ERR_INVALID);
     CHECK(strstr(err.msg, "batch") != NULL);
     CHECK(poet_graph_init(&g, "bad", 1, &err) == POET_OK);
-    poet_attrs in = {.shape = {2, {1, 8}}};
+    poet_attrs in = {.ndim = 2, .dim = {1, 8}};
     int x = poet_graph_add(&g, POET_OP_INPUT, NULL, 0, &in, "x");
     poet_attrs c = {.features = 4, .kernel = 3, .stride = 1};
     CHECK(poet_graph_add(&g, POET_OP_CONV2D, &x, 1, &c, "conv") == -1); /* 2-d input */
@@ -70,7 +70,7 @@ static void test_builder_errors(void)
     poet_graph_free(&g);
 
     CHECK(poet_graph_init(&g, "huge", 1, &err) == POET_OK);
-    poet_attrs huge = {.shape = {4, {1 << 20, 1 << 20, 1 << 20, 1 << 20}}};
+    poet_attrs huge = {.ndim = 4, .dim = {1 << 20, 1 << 20, 1 << 20, 1 << 20}};
     CHECK(poet_graph_add(&g, POET_OP_INPUT, NULL, 0, &huge, "x") == -1);
     CHECK(g.err.status == POET_ERR_LIMIT);
     poet_graph_free(&g);
@@ -86,7 +86,7 @@ static void test_residual_sum(void)
     poet_graph g;
     poet_err err = {0};
     CHECK(poet_graph_init(&g, "res", 1, &err) == POET_OK);
-    poet_attrs in = {.shape = {2, {1, 8}}}, l8 = {.features = 8};
+    poet_attrs in = {.ndim = 2, .dim = {1, 8}}, l8 = {.features = 8};
     int x = poet_graph_add(&g, POET_OP_INPUT, NULL, 0, &in, "x");
     int l1 = poet_graph_add(&g, POET_OP_LINEAR, &x, 1, &l8, "l1");
     int y = poet_graph_add(&g, POET_OP_RELU, &l1, 1, NULL, "y");

@@ -24,7 +24,7 @@ def mix64(z):
 
 
 def dropout_scale(seed, step, node, n, p):
-    """poet's dropout mask (src/runtime/kernels.c), rebuilt from its definition."""
+    """poet's dropout mask (src/core/kernels.c), rebuilt from its definition."""
     s = mix64(seed ^ mix64((step + 0x5EED) & MASK64))
     base = s ^ mix64(node)
     out = []
@@ -39,6 +39,45 @@ def heads(t, b, s, h):
     return t.reshape(b, s, h, -1).permute(0, 2, 1, 3)
 
 
+FLAG = {"no_bias": 1, "count_pad": 2, "param": 4, "const": 8, "left": 16, "keepdims": 32, "no_affine": 64,
+        "gelu_erf": 128}
+
+
+def has(n, flag):
+    return bool(n["flags"] & FLAG[flag])
+
+
+def padded(x, n, value):
+    return F.pad(x, (n["pl"], n["pr"], n["pt"], n["pb"]), value=value)
+
+
+def conv2d(x, n, w):
+    f, g, kh, kw = n["features"], n["groups"], n["kh"], n["kw"]
+    count = f * (x.shape[1] // g) * kh * kw
+    bias = None if has(n, "no_bias") else w[count:]
+    return F.conv2d(padded(x, n, 0.0), w[:count].reshape(f, x.shape[1] // g, kh, kw), bias, (n["sh"], n["sw"]), 0,
+                    (n["dh"], n["dw"]), g)
+
+
+def avgpool2d(x, n):
+    k, s = (n["kh"], n["kw"]), (n["sh"], n["sw"])
+    total = F.avg_pool2d(padded(x, n, 0.0), k, s) * (k[0] * k[1])
+    if has(n, "count_pad"):
+        return total / (k[0] * k[1])
+    ones = padded(torch.ones_like(x), n, 0.0)
+    return total / (F.avg_pool2d(ones, k, s) * (k[0] * k[1]))
+
+
+def binary(op, n, ins, operand):
+    if len(ins) == 2:
+        a, b = ins
+    elif has(n, "left"):
+        a, b = operand.reshape(n["dims"]), ins[0]
+    else:
+        a, b = ins[0], operand.reshape(n["dims"])
+    return {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div}[op](a, b)
+
+
 def forward(g, params, running):
     nodes, vals, new_running = g["nodes"], [], {}
     for v, n in enumerate(nodes):
@@ -47,45 +86,47 @@ def forward(g, params, running):
         if op == "input":
             y = torch.tensor(g["x"], dtype=torch.float64).reshape(n["shape"])
         elif op == "conv2d":
-            x = ins[0]
-            f, c, k = n["features"], x.shape[1], n["kernel"]
-            y = F.conv2d(x, w[: f * c * k * k].reshape(f, c, k, k), w[f * c * k * k:], n["stride"], n["pad"])
+            y = conv2d(ins[0], n, w)
         elif op == "batchnorm2d":
             c = ins[0].shape[1]
             rm = torch.tensor(running[str(v)][:c], dtype=torch.float64)
             rv = torch.tensor(running[str(v)][c:], dtype=torch.float64)
-            y = F.batch_norm(ins[0], rm, rv, w[:c], w[c:], training=True, momentum=0.1, eps=1e-5)
+            y = F.batch_norm(ins[0], rm, rv, w[:c], w[c:], training=True, momentum=n["momentum"], eps=n["eps"])
             new_running[str(v)] = torch.cat([rm, rv])
         elif op == "relu":
             y = F.relu(ins[0])
         elif op == "maxpool2d":
-            y = F.max_pool2d(ins[0], n["kernel"], n["stride"])
+            y = F.max_pool2d(padded(ins[0], n, -math.inf), (n["kh"], n["kw"]), (n["sh"], n["sw"]))
         elif op == "avgpool2d":
-            y = F.avg_pool2d(ins[0], n["kernel"], n["stride"])
+            y = avgpool2d(ins[0], n)
         elif op == "global_avgpool":
-            y = ins[0].mean(dim=(2, 3))
-        elif op == "add":
-            a, b = ins
-            if b.shape != a.shape:
-                b = F.pad(b, (0, 0, 0, 0, 0, a.shape[1] - b.shape[1]))
-            y = a + b
-        elif op == "flatten":
+            y = ins[0].mean(dim=(2, 3), keepdim=has(n, "keepdims"))
+        elif op == "add" and len(ins) == 2 and ins[1].shape != ins[0].shape and ins[1].dim() == 4 \
+                and ins[1].shape[1] < ins[0].shape[1]:
+            y = ins[0] + F.pad(ins[1], (0, 0, 0, 0, 0, ins[0].shape[1] - ins[1].shape[1]))
+        elif op in ("add", "sub", "mul", "div"):
+            operand = w if has(n, "param") else torch.tensor(running.get(str(v), []), dtype=torch.float64)
+            y = binary(op, n, ins, operand)
+        elif op in ("flatten",):
             y = ins[0].reshape(ins[0].shape[0], -1)
+        elif op == "reshape":
+            y = ins[0].reshape(n["dims"])
         elif op == "linear":
-            fo, fi = n["features"], ins[0].shape[1]
-            y = F.linear(ins[0], w[: fo * fi].reshape(fo, fi), w[fo * fi:])
+            fo, fi = n["features"], ins[0].shape[-1]
+            y = F.linear(ins[0], w[: fo * fi].reshape(fo, fi), None if has(n, "no_bias") else w[fo * fi:])
         elif op == "dropout":
             mask = dropout_scale(g["seed"], 0, n["inputs"][0], ins[0].numel(), n["p"])
             y = ins[0] * mask.reshape(ins[0].shape)
         elif op == "softmax_ce":
             y = F.cross_entropy(ins[0], torch.tensor(g["labels"]))
         elif op == "layernorm":
-            d = ins[0].shape[1]
-            y = F.layer_norm(ins[0], (d,), w[:d], w[d:], eps=1e-5)
+            d = ins[0].shape[-1]
+            affine = not has(n, "no_affine")
+            y = F.layer_norm(ins[0], (d,), w[:d] if affine else None, w[d:] if affine else None, eps=n["eps"])
         elif op == "gelu":
-            y = F.gelu(ins[0], approximate="tanh")
+            y = F.gelu(ins[0], approximate="none" if has(n, "gelu_erf") else "tanh")
         elif op == "softmax":
-            y = torch.softmax(ins[0], dim=-1)
+            y = torch.softmax(ins[0], dim=n["axis"])
         elif op == "attn_scores":
             q, k = ins
             b, h, s = q.shape[0] // n["seq"], n["heads"], n["seq"]
@@ -95,6 +136,26 @@ def forward(g, params, running):
             p, vv = ins
             b, h, s = vv.shape[0] // n["seq"], n["heads"], n["seq"]
             y = (p @ heads(vv, b, s, h)).permute(0, 2, 1, 3).reshape(vv.shape)
+        elif op == "matmul":
+            y = torch.matmul(ins[0], ins[1])
+        elif op == "sigmoid":
+            y = torch.sigmoid(ins[0])
+        elif op == "tanh":
+            y = torch.tanh(ins[0])
+        elif op == "erf":
+            y = torch.erf(ins[0])
+        elif op == "hardsigmoid":
+            y = torch.clamp(n["alpha"] * ins[0] + n["beta"], 0.0, 1.0)
+        elif op == "hardswish":
+            y = F.hardswish(ins[0])
+        elif op == "clip":
+            y = F.hardtanh(ins[0], n["alpha"], n["beta"])
+        elif op == "transpose":
+            y = ins[0].permute(n["perm"][: ins[0].dim()])
+        elif op == "concat":
+            y = torch.cat(ins, dim=n["axis"])
+        elif op == "slice":
+            y = ins[0].narrow(n["axis"], n["start"], n["end"] - n["start"])
         else:
             raise SystemExit(f"torch_check: no PyTorch rendering of op {op}")
         vals.append(y)

@@ -25,13 +25,18 @@ static cJSON *describe_nodes(const poet_graph *g)
         for (int j = 0; j < n->n_inputs; j++) cJSON_AddItemToArray(in, cJSON_CreateNumber(n->inputs[j]));
         cJSON *sh = cJSON_AddArrayToObject(o, "shape");
         for (int d = 0; d < n->shape.ndim; d++) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)n->shape.dim[d]));
-        cJSON_AddNumberToObject(o, "features", n->attrs.features);
-        cJSON_AddNumberToObject(o, "kernel", n->attrs.kernel);
-        cJSON_AddNumberToObject(o, "stride", n->attrs.stride);
-        cJSON_AddNumberToObject(o, "pad", n->attrs.pad);
-        cJSON_AddNumberToObject(o, "heads", n->attrs.heads);
-        cJSON_AddNumberToObject(o, "seq", n->attrs.seq);
-        cJSON_AddNumberToObject(o, "p", n->attrs.p);
+        const poet_attrs *a = &n->attrs;
+        const int32_t ints[] = {a->features, a->kh, a->kw, a->sh, a->sw, a->pt, a->pl, a->pb, a->pr, a->dh,
+                                a->dw, a->groups, a->heads, a->seq, a->axis, a->start, a->end, a->flags};
+        static const char *names[] = {"features", "kh", "kw", "sh", "sw", "pt", "pl", "pb", "pr", "dh",
+                                      "dw", "groups", "heads", "seq", "axis", "start", "end", "flags"};
+        for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) cJSON_AddNumberToObject(o, names[i], ints[i]);
+        const float reals[] = {a->p, a->alpha, a->beta, a->eps, a->momentum};
+        static const char *rnames[] = {"p", "alpha", "beta", "eps", "momentum"};
+        for (size_t i = 0; i < sizeof reals / sizeof *reals; i++) cJSON_AddNumberToObject(o, rnames[i], reals[i]);
+        cJSON *dims = cJSON_AddArrayToObject(o, "dims"), *perm = cJSON_AddArrayToObject(o, "perm");
+        for (int d = 0; d < a->ndim && d < POET_MAX_DIMS; d++) cJSON_AddItemToArray(dims, cJSON_CreateNumber(a->dim[d]));
+        for (int d = 0; d < POET_MAX_DIMS; d++) cJSON_AddItemToArray(perm, cJSON_CreateNumber(a->perm[d]));
         cJSON_AddItemToArray(nodes, o);
     }
     return nodes;

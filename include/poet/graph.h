@@ -38,6 +38,20 @@ typedef enum poet_op {
     POET_OP_ATTN_CONTEXT, /* per head: P V, the second matmul of attention */
     POET_OP_GRAD,         /* gradient w.r.t. input `wrt` of forward node `fwd` */
     POET_OP_GRAD_SUM,     /* sum of the gradient contributions to one tensor */
+    POET_OP_SUB,          /* elementwise, broadcasting like add, mul and div */
+    POET_OP_MUL,
+    POET_OP_DIV,
+    POET_OP_MATMUL,       /* batched matrix product of two tensors, leading dimensions broadcast */
+    POET_OP_SIGMOID,
+    POET_OP_TANH,
+    POET_OP_ERF,
+    POET_OP_HARDSIGMOID,  /* max(0, min(1, alpha x + beta)) */
+    POET_OP_HARDSWISH,    /* x * max(0, min(1, x / 6 + 1 / 2)) */
+    POET_OP_CLIP,         /* min(max(x, alpha), beta): relu6 and hardtanh */
+    POET_OP_TRANSPOSE,
+    POET_OP_RESHAPE,      /* the same elements in another shape */
+    POET_OP_CONCAT,
+    POET_OP_SLICE,        /* [start, end) of one axis */
     POET_OP_COUNT
 } poet_op;
 
@@ -50,15 +64,34 @@ typedef struct poet_shape {
     int64_t dim[POET_MAX_DIMS];
 } poet_shape;
 
+/* poet_attrs.flags */
+enum {
+    POET_ATTR_NO_BIAS = 1,        /* conv2d, linear: no bias after the weights */
+    POET_ATTR_COUNT_PAD = 2,      /* avgpool2d: padded zeros count in the mean */
+    POET_ATTR_OPERAND_PARAM = 4,  /* add, sub, mul, div with one input: the other operand is a trained parameter */
+    POET_ATTR_OPERAND_CONST = 8,  /* ... or a constant, kept with the buffers */
+    POET_ATTR_OPERAND_LEFT = 16,  /* ... and it is the left argument */
+    POET_ATTR_KEEPDIMS = 32,      /* global_avgpool: output N, C, 1, 1 */
+    POET_ATTR_NO_AFFINE = 64,     /* layernorm: no gamma and beta */
+    POET_ATTR_GELU_ERF = 128      /* gelu: exact, x Phi(x), rather than the tanh approximation */
+};
+
+/* Every field is 4 bytes, so the struct has one layout everywhere (the
+ * device image carries it as it is). */
 typedef struct poet_attrs {
-    poet_shape shape; /* input: the tensor's shape */
-    int features;     /* conv2d: output channels; linear: output features */
-    int kernel;       /* conv2d, pools: square kernel size */
-    int stride;       /* conv2d, pools */
-    int pad;          /* conv2d: zero padding on each side */
-    int heads;        /* attention */
-    int seq;          /* attention: sequence length (rows = batch * seq) */
-    float p;          /* dropout probability */
+    int32_t ndim, dim[POET_MAX_DIMS]; /* input: its shape; reshape: the output's; add...div: the operand's */
+    int32_t features;                 /* conv2d: output channels; linear: output features */
+    int32_t kernel, stride, pad;      /* conv2d, pools: square shorthands for the fields below */
+    int32_t kh, kw, sh, sw;           /* window and strides */
+    int32_t pt, pl, pb, pr;           /* padding: top, left, bottom, right */
+    int32_t dh, dw, groups;           /* conv2d: dilations (0: 1) and groups (0: 1) */
+    int32_t heads, seq;               /* attention: heads; sequence length (rows = batch * seq) */
+    int32_t axis, start, end;         /* softmax (-1: the last), concat, slice; negative counts from the end */
+    int32_t perm[POET_MAX_DIMS];      /* transpose */
+    int32_t flags;                    /* POET_ATTR_* */
+    float p;                          /* dropout probability */
+    float alpha, beta;                /* clip: min, max; hardsigmoid: slope, offset */
+    float eps, momentum;              /* batch and layer norm (0: 1e-5; 0: 0.1, PyTorch's) */
 } poet_attrs;
 
 typedef struct poet_node {

@@ -10,6 +10,7 @@
 #include "image.h"
 #include "kernels.h"
 #include "mathf.h"
+#include "../graph/ops.h"
 
 struct poet_dev {
     const uint8_t *image;
@@ -71,71 +72,37 @@ static bool valid_dims(const knode *n)
     return numel == n->numel;
 }
 
-static int64_t window_out(int64_t size, const knode *n) { return (size + 2 * n->pad - n->kernel) / n->stride + 1; }
-
-/* The shape relations a forward kernel indexes by. */
-static int arity(int op)
+/* The registry's shape inference (src/graph/ops.c, the same the host
+ * builds graphs with) run again on the node and its inputs: the kernels index
+ * by these shapes, so a node whose recorded shape, parameters or buffers
+ * differ from what its op infers is refused. */
+static void to_poet_node(const knode *k, poet_node *out)
 {
-    switch (op) {
-    case POET_OP_INPUT: return 0;
-    case POET_OP_ADD:
-    case POET_OP_ATTN_SCORES:
-    case POET_OP_ATTN_CONTEXT: return 2;
-    default: return 1;
-    }
+    memset(out, 0, sizeof *out);
+    memcpy(out->name, "image node", 11);
+    out->op = (poet_op)k->op;
+    out->attrs = k->attrs;
+    out->shape.ndim = k->ndim;
+    for (int i = 0; i < k->ndim; i++) out->shape.dim[i] = k->dim[i];
 }
 
 static bool forward_shapes_ok(const knode *nodes, const knode *n)
 {
-    if (n->n_inputs != arity(n->op)) return false;
-    const knode *x = n->n_inputs ? &nodes[n->inputs[0]] : NULL;
-    switch (n->op) {
-    case POET_OP_INPUT: return n->n_inputs == 0;
-    case POET_OP_CONV2D:
-    case POET_OP_MAXPOOL2D:
-    case POET_OP_AVGPOOL2D: {
-        bool conv = n->op == POET_OP_CONV2D;
-        if (x->ndim != 4 || n->ndim != 4 || n->kernel <= 0 || n->stride <= 0 || n->pad < 0 || n->pad >= n->kernel ||
-            x->dim[2] + 2 * n->pad < n->kernel || x->dim[3] + 2 * n->pad < n->kernel)
-            return false;
-        uint64_t w = (uint64_t)n->features * (uint64_t)x->dim[1] * (uint64_t)(n->kernel * n->kernel);
-        return n->dim[0] == x->dim[0] && n->dim[1] == (conv ? n->features : x->dim[1]) &&
-               n->dim[2] == window_out(x->dim[2], n) && n->dim[3] == window_out(x->dim[3], n) &&
-               (!conv || n->params == w + (uint64_t)n->features) && (conv || n->pad == 0);
-    }
-    case POET_OP_BATCHNORM2D:
-        return x->ndim == 4 && n->numel == x->numel && n->params == 2u * (uint32_t)x->dim[1] &&
-               n->buffers == 2u * (uint32_t)x->dim[1] && n->dim[1] == x->dim[1] && n->dim[0] == x->dim[0];
-    case POET_OP_LAYERNORM:
-        return x->ndim == 2 && n->ndim == 2 && n->dim[1] == x->dim[1] && n->numel == x->numel &&
-               n->params == 2u * (uint32_t)x->dim[1];
-    case POET_OP_GLOBAL_AVGPOOL:
-        return x->ndim == 4 && n->ndim == 2 && n->dim[0] == x->dim[0] && n->dim[1] == x->dim[1];
-    case POET_OP_ADD: {
-        const knode *b = &nodes[n->inputs[1]];
-        return n->numel == x->numel && (b->numel == x->numel || (b->ndim == 4 && x->ndim == 4 && b->dim[0] == x->dim[0] &&
-                                                               b->numel / (uint32_t)b->dim[0] <= x->numel / (uint32_t)x->dim[0]));
-    }
-    case POET_OP_LINEAR:
-        return x->ndim == 2 && n->ndim == 2 && n->dim[0] == x->dim[0] && n->dim[1] == n->features &&
-               n->params == (uint32_t)(x->dim[1] + 1) * (uint32_t)n->features;
-    case POET_OP_SOFTMAX_CE: return x->ndim == 2 && n->ndim == 1 && n->dim[0] == x->dim[0];
-    case POET_OP_RELU:
-    case POET_OP_DROPOUT:
-    case POET_OP_GELU:
-    case POET_OP_SOFTMAX:
-    case POET_OP_FLATTEN: return n->numel == x->numel && (n->op != POET_OP_DROPOUT || (n->p >= 0 && n->p < 1));
-    case POET_OP_ATTN_SCORES:
-    case POET_OP_ATTN_CONTEXT: {
-        const knode *q = n->op == POET_OP_ATTN_SCORES ? x : &nodes[n->inputs[1]];
-        if (q->ndim != 2 || n->heads <= 0 || n->seq <= 0 || q->dim[0] % n->seq || q->dim[1] % n->heads) return false;
-        uint64_t sq = (uint64_t)(q->dim[0] / n->seq) * (uint64_t)n->heads * (uint64_t)n->seq * (uint64_t)n->seq;
-        const knode *other = &nodes[n->inputs[n->op == POET_OP_ATTN_SCORES ? 1 : 0]];
-        return n->op == POET_OP_ATTN_SCORES ? (other->numel == q->numel && n->numel == sq)
-                                            : (other->numel == sq && n->numel == q->numel);
-    }
-    default: return false;
-    }
+    const op_def *def = op_get((poet_op)n->op);
+    if (!def || !def->infer || n->n_inputs < def->min_inputs || n->n_inputs > def->max_inputs) return false;
+    poet_node view[1 + POET_MAX_INPUTS];
+    for (int j = 0; j < n->n_inputs; j++) to_poet_node(&nodes[n->inputs[j]], &view[1 + j]);
+    to_poet_node(n, &view[0]);
+    view[0].n_inputs = n->n_inputs;
+    for (int j = 0; j < n->n_inputs; j++) view[0].inputs[j] = 1 + j;
+    view[0].shape = (poet_shape){0, {0}};
+    poet_graph g = {.nodes = view, .n_nodes = 1 + n->n_inputs};
+    if (def->infer(&g, &view[0], NULL)) return false;
+    const poet_node *v = &view[0];
+    bool same = v->shape.ndim == n->ndim && v->params == n->params && v->buffers == n->buffers &&
+                memcmp(&v->attrs, &n->attrs, sizeof v->attrs) == 0;
+    for (int i = 0; same && i < n->ndim; i++) same = v->shape.dim[i] == n->dim[i];
+    return same;
 }
 
 static bool grad_shapes_ok(const knode *nodes, const knode *n, int v)
@@ -152,7 +119,14 @@ static bool grad_shapes_ok(const knode *nodes, const knode *n, int v)
         n->buffer_at != f->buffer_at || n->buffers != f->buffers)
         return false;
     if (n->wrt >= 0 ? nodes[f->inputs[n->wrt]].numel != n->numel : f->params == 0) return false;
-    /* the inputs are what n->reads says, in its order */
+    /* the inputs are what the registry says the gradient reads, in its order */
+    poet_node fv;
+    to_poet_node(f, &fv);
+    fv.n_inputs = f->n_inputs;
+    unsigned m = op_reads(&fv, n->wrt);
+    uint32_t want_reads = (op_get((poet_op)f->op)->seeds_grad ? 0u : KR_DY) | (m & READ_IN0 ? KR_IN0 : 0u) |
+                          (m & READ_IN1 ? KR_IN1 : 0u) | (m & READ_OUT ? KR_OUT : 0u);
+    if (n->reads != want_reads) return false;
     int k = 0;
     const int32_t want[4] = {-2, f->inputs[0], f->n_inputs > 1 ? f->inputs[1] : -3, n->fwd};
     for (int b = 0; b < 4; b++) {
@@ -388,7 +362,7 @@ static poet_status compute(poet_dev *d, const kbuffer *bufs, const kinstr *in, b
                     .dropout_seed = rt_mix64(d->h->seed ^ rt_mix64(d->step + 0x5eed)), .work = d->work,
                     .work_floats = (size_t)(d->h->workspace_bytes / 4), .training = training};
     /* side effects belong to a node's own stage, never to a recomputation */
-    if (first && n->op == POET_OP_GRAD) c.grads = d->grads + n->param_at;
+    if (first && n->op == POET_OP_GRAD && n->params) c.grads = d->grads + n->param_at;
     if (first && n->op == POET_OP_BATCHNORM2D) c.running_out = d->state_next + n->buffer_at;
     for (int j = 0; j < n->n_inputs; j++)
         if (!(c.in[j] = tensor(d, bufs, n->inputs[j])))

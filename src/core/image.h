@@ -15,7 +15,7 @@
 #include "poet/graph.h"
 
 #define POET_IMAGE_MAGIC "POETIMG"  /* and a NUL: 8 bytes */
-#define POET_IMAGE_VERSION 1u
+#define POET_IMAGE_VERSION 2u
 #define POET_IMAGE_ALIGN 8u         /* every section starts at a multiple */
 
 /* What a grad node's inputs are, in this order: the incoming gradient,
@@ -31,8 +31,7 @@ typedef struct knode {
     int32_t fwd;      /* grad nodes: the forward node; otherwise -1 */
     int32_t inputs[POET_MAX_INPUTS];
     int32_t dim[POET_MAX_DIMS];
-    int32_t features, kernel, stride, pad, heads, seq;
-    float p;
+    poet_attrs attrs;            /* as the graph has them, normalized (poet_graph_add) */
     uint32_t param_at, params;   /* floats in the parameter block; grad nodes: of fwd */
     uint32_t buffer_at, buffers; /* batch norm statistics; grad nodes: of fwd */
     uint32_t numel;              /* of the output */
@@ -86,7 +85,8 @@ typedef struct img_header {
 } img_header;
 
 /* Fixed layouts: the same bytes on every platform poet builds for. */
-_Static_assert(sizeof(knode) == 108, "knode layout");
+_Static_assert(sizeof(knode) == 220, "knode layout");
+_Static_assert(sizeof(poet_attrs) == 140, "poet_attrs: 4-byte fields only");
 _Static_assert(sizeof(kinstr) == 8, "kinstr layout");
 _Static_assert(sizeof(kbuffer) == 16, "kbuffer layout");
 _Static_assert(sizeof(kprogram) == 24, "kprogram layout");

@@ -23,13 +23,12 @@
 
 typedef ptrdiff_t idx; /* 32 bits on a microcontroller, 64 on the host */
 
-enum { BN_MOMENTUM_PCT = 10 };
-static const float NORM_EPS = 1e-5f;
 
 static const knode *node_in(const kernel_ctx *c, int i) { return &c->nodes[c->n->inputs[i]]; }
 static const knode *fwd_of(const kernel_ctx *c) { return &c->nodes[c->n->fwd]; }
 static const knode *fwd_in(const kernel_ctx *c, int i) { return &c->nodes[fwd_of(c)->inputs[i]]; }
 static idx numel(const knode *n) { return (idx)n->numel; }
+static idx last_dim(const knode *n) { return n->dim[n->ndim - 1]; }
 
 /* What a grad node's inputs are. */
 typedef struct grad_reads {
@@ -103,21 +102,30 @@ static float dot_xhat8(const float *dy, const float *x, float mean, float inv, i
     return lanes_total(l, tail);
 }
 
-/* ---- convolution: im2col over chunks of output positions ---- */
+/* ---- convolution: im2col over chunks of output positions, per group ---- */
 
 typedef struct conv_dims {
-    idx N, C, H, W, F, K, S, P, OH, OW;
-    idx KK, PP; /* reduction length C*K*K; output positions per image */
+    idx N, C, H, W, F, KH, KW, SH, SW, PT, PL, DH, DW, G, OH, OW;
+    idx CG, FG; /* channels and filters per group */
+    idx KK, PP; /* reduction length (C/G)*KH*KW; output positions per image */
 } conv_dims;
 
 static conv_dims conv_dims_of(const knode *conv, const knode *x)
 {
-    conv_dims d = {x->dim[0], x->dim[1], x->dim[2], x->dim[3], conv->features, conv->kernel,
-                   conv->stride, conv->pad, conv->dim[2], conv->dim[3], 0, 0};
-    d.KK = d.C * d.K * d.K;
+    const poet_attrs *a = &conv->attrs;
+    conv_dims d = {x->dim[0], x->dim[1], x->dim[2], x->dim[3], a->features, a->kh, a->kw, a->sh, a->sw, a->pt, a->pl,
+                   a->dh, a->dw, a->groups, conv->dim[2], conv->dim[3], 0, 0, 0, 0};
+    d.CG = d.C / d.G, d.FG = d.F / d.G;
+    d.KK = d.CG * d.KH * d.KW;
     d.PP = d.OH * d.OW;
     return d;
 }
+
+static bool conv_has_bias(const knode *conv) { return !(conv->attrs.flags & POET_ATTR_NO_BIAS); }
+
+/* A 1x1 convolution with stride 1 and no padding reads its input as its
+ * column matrix: no im2col. */
+static bool conv_direct(conv_dims d) { return d.KH == 1 && d.KW == 1 && d.SH == 1 && d.SW == 1 && d.PT == 0 && d.PL == 0; }
 
 /* Output positions per chunk that the workspace holds (at least one). */
 static idx conv_chunk(const kernel_ctx *c, conv_dims d)
@@ -126,43 +134,65 @@ static idx conv_chunk(const kernel_ctx *c, conv_dims d)
     return chunk < 1 ? 1 : chunk > d.PP ? d.PP : chunk;
 }
 
-/* Output columns [lo, hi) whose input column ow*S - P + kw lies in [0, W). */
+/* Output columns [lo, hi) whose input column ow*SW - PL + kw*DW lies in [0, W). */
 static void valid_range(conv_dims d, idx kw, idx *lo, idx *hi)
 {
-    idx a = d.P - kw, b = d.W - 1 + d.P - kw;
-    *lo = a <= 0 ? 0 : (a + d.S - 1) / d.S;
-    *hi = b < 0 ? 0 : b / d.S + 1;
+    idx a = d.PL - kw * d.DW, b = d.W - 1 + d.PL - kw * d.DW;
+    *lo = a <= 0 ? 0 : (a + d.SW - 1) / d.SW;
+    *hi = b < 0 ? 0 : b / d.SW + 1;
     if (*hi > d.OW) *hi = d.OW;
     if (*lo > *hi) *lo = *hi;
 }
 
-/* The patches of output positions [p0, p0 + np) of one image: element
- * (k, j) goes to out[k * sk + j * sj]; zero where the window leaves the
- * image. sk = np, sj = 1 lays them out as columns; sk = 1, sj = KK as rows. */
+/* The patches of output positions [p0, p0 + np) of one image and group (x
+ * points at the group's first channel): element (k, j) goes to
+ * out[k * sk + j * sj]; zero where the window leaves the image. sk = np,
+ * sj = 1 lays them out as columns; sk = 1, sj = KK as rows. */
 static void gather_patches(const float *x, conv_dims d, idx p0, idx np, float *out, idx sk, idx sj)
 {
-    for (idx c = 0; c < d.C; c++)
-        for (idx kh = 0; kh < d.K; kh++)
-            for (idx kw = 0; kw < d.K; kw++) {
-                idx k = (c * d.K + kh) * d.K + kw, lo, hi;
+    for (idx c = 0; c < d.CG; c++)
+        for (idx kh = 0; kh < d.KH; kh++)
+            for (idx kw = 0; kw < d.KW; kw++) {
+                idx k = (c * d.KH + kh) * d.KW + kw, lo, hi;
                 valid_range(d, kw, &lo, &hi);
                 float *o = out + k * sk;
                 for (idx p = p0, end = p0 + np; p < end;) { /* the part of one output row in the chunk */
                     idx oh = p / d.OW, ow = p % d.OW, n = end - p < d.OW - ow ? end - p : d.OW - ow;
-                    idx ih = oh * d.S - d.P + kh, a = lo > ow ? lo : ow, b = hi < ow + n ? hi : ow + n;
+                    idx ih = oh * d.SH - d.PT + kh * d.DH, a = lo > ow ? lo : ow, b = hi < ow + n ? hi : ow + n;
                     float *row = o + (p - p0) * sj - ow * sj;
                     if (ih < 0 || ih >= d.H) a = b = ow + n;
-                    const float *xr = x + (c * d.H + ih) * d.W - d.P + kw;
+                    const float *xr = x + (c * d.H + ih) * d.W - d.PL + kw * d.DW;
                     for (idx q = ow; q < a; q++) row[q * sj] = 0.0f;
-                    for (idx q = a; q < b; q++) row[q * sj] = xr[q * d.S];
+                    for (idx q = a; q < b; q++) row[q * sj] = xr[q * d.SW];
                     for (idx q = b > a ? b : a; q < ow + n; q++) row[q * sj] = 0.0f;
                     p += n;
                 }
             }
 }
 
-/* The one product the convolutions are made of: for i < ni,
- *   c[i][v] = init + sum over r < nr, ascending, of a[i*ai + r*ar] * b[r*ldb + v]
+/* dx += rows[j][k] at each patch element inside the image, j then k
+ * ascending (dx points at the group's first channel). */
+static void scatter_patches(const float *rows, conv_dims d, idx p0, idx np, float *dx)
+{
+    idx oh = p0 / d.OW, ow = p0 % d.OW;
+    for (idx j = 0; j < np; j++) {
+        const float *r = rows + j * d.KK;
+        for (idx c = 0; c < d.CG; c++)
+            for (idx kh = 0; kh < d.KH; kh++) {
+                idx ih = oh * d.SH - d.PT + kh * d.DH;
+                if (ih < 0 || ih >= d.H) continue;
+                float *xr = dx + (c * d.H + ih) * d.W;
+                for (idx kw = 0; kw < d.KW; kw++) {
+                    idx iw = ow * d.SW - d.PL + kw * d.DW;
+                    if (iw >= 0 && iw < d.W) xr[iw] += r[(c * d.KH + kh) * d.KW + kw];
+                }
+            }
+        if (++ow == d.OW) ow = 0, oh++;
+    }
+}
+
+/* The one product the convolutions and matmul are made of: for i < ni,
+ *   c[i][v] = init + sum over r < nr, ascending, of a[i*ai + r*ar] * b[r*ldb + v*bs]
  * for v < nv, where init is bias[i] (bias given), c's old value (accumulate)
  * or +0. Only independent outputs run side by side (rows of c, lanes of a
  * vector), so each output's sum keeps its order on every platform. */
@@ -179,7 +209,7 @@ typedef struct gemm_args {
     const float *a;
     idx ai, ar;
     const float *b;
-    idx ldb, nr;
+    idx ldb, bs, nr;
     float *c;
     idx ldc;
     const float *bias; /* or NULL */
@@ -253,58 +283,41 @@ static void gemm_edge(const gemm_args *g, idx i0, idx ni, idx v0, idx nv)
     for (idx i = i0; i < i0 + ni; i++)
         for (idx v = v0; v < v0 + nv; v++) {
             float s = init_of(g, i, v);
-            for (idx r = 0; r < g->nr; r++) s += g->a[i * g->ai + r * g->ar] * g->b[r * g->ldb + v];
+            for (idx r = 0; r < g->nr; r++) s += g->a[i * g->ai + r * g->ar] * g->b[r * g->ldb + v * g->bs];
             g->c[i * g->ldc + v] = s;
         }
 }
 
 static void gemm(const gemm_args *g, idx ni, idx nv)
 {
-    idx rows = ni / MR * MR, wide = nv / (WIDE * VL) * (WIDE * VL), narrow = nv / VL * VL;
+    idx rows = g->bs == 1 ? ni / MR * MR : 0, wide = nv / (WIDE * VL) * (WIDE * VL), narrow = nv / VL * VL;
     for (idx i = 0; i < rows; i += MR) {
         for (idx v = 0; v < wide; v += WIDE * VL) gemm_tile_wide(g, i, v);
         if (wide < narrow) gemm_tile_narrow(g, i, wide);
     }
-    if (rows < ni) gemm_edge(g, rows, ni - rows, 0, narrow);
-    if (narrow < nv) gemm_edge(g, 0, ni, narrow, nv - narrow);
+    if (rows < ni) gemm_edge(g, rows, ni - rows, 0, g->bs == 1 ? narrow : nv);
+    if (g->bs == 1 && narrow < nv) gemm_edge(g, 0, ni, narrow, nv - narrow);
 }
 
 static void conv_forward(const kernel_ctx *c)
 {
     conv_dims d = conv_dims_of(c->n, node_in(c, 0));
-    bool direct = d.K == 1 && d.S == 1 && d.P == 0; /* the input is its own column matrix */
+    const float *bias = conv_has_bias(c->n) ? c->params + d.F * d.KK : NULL;
+    bool direct = conv_direct(d);
     idx chunk = conv_chunk(c, d);
-    for (idx n = 0; n < d.N; n++) {
-        const float *x = c->in[0] + n * d.C * d.H * d.W;
-        for (idx p0 = 0; p0 < d.PP; p0 += chunk) {
-            idx np = d.PP - p0 < chunk ? d.PP - p0 : chunk;
-            if (!direct) gather_patches(x, d, p0, np, c->work, np, 1);
-            /* out[f][p] = bias[f] + sum over k of w[f][k] col[k][p] */
-            gemm_args g = {c->params, d.KK, 1, direct ? x + p0 : c->work, direct ? d.PP : np, d.KK,
-                           c->out + n * d.F * d.PP + p0, d.PP, c->params + d.F * d.KK, false};
-            gemm(&g, d.F, np);
-        }
-    }
-}
-
-/* dx += rows[j][k] at each patch element inside the image, j then k ascending. */
-static void scatter_patches(const float *rows, conv_dims d, idx p0, idx np, float *dx)
-{
-    idx oh = p0 / d.OW, ow = p0 % d.OW;
-    for (idx j = 0; j < np; j++) {
-        const float *r = rows + j * d.KK;
-        for (idx c = 0; c < d.C; c++)
-            for (idx kh = 0; kh < d.K; kh++) {
-                idx ih = oh * d.S - d.P + kh;
-                if (ih < 0 || ih >= d.H) continue;
-                float *xr = dx + (c * d.H + ih) * d.W;
-                for (idx kw = 0; kw < d.K; kw++) {
-                    idx iw = ow * d.S - d.P + kw;
-                    if (iw >= 0 && iw < d.W) xr[iw] += r[(c * d.K + kh) * d.K + kw];
-                }
+    for (idx n = 0; n < d.N; n++)
+        for (idx gr = 0; gr < d.G; gr++) {
+            const float *x = c->in[0] + (n * d.C + gr * d.CG) * d.H * d.W;
+            for (idx p0 = 0; p0 < d.PP; p0 += chunk) {
+                idx np = d.PP - p0 < chunk ? d.PP - p0 : chunk;
+                if (!direct) gather_patches(x, d, p0, np, c->work, np, 1);
+                /* out[f][p] = bias[f] + sum over k of w[f][k] col[k][p] */
+                gemm_args g = {c->params + gr * d.FG * d.KK, d.KK, 1, direct ? x + p0 : c->work, direct ? d.PP : np, 1,
+                               d.KK, c->out + (n * d.F + gr * d.FG) * d.PP + p0, d.PP, bias ? bias + gr * d.FG : NULL,
+                               false};
+                gemm(&g, d.FG, np);
             }
-        if (++ow == d.OW) ow = 0, oh++;
-    }
+        }
 }
 
 static void conv_backward_input(const kernel_ctx *c, conv_dims d, const float *dy)
@@ -312,28 +325,34 @@ static void conv_backward_input(const kernel_ctx *c, conv_dims d, const float *d
     idx chunk = conv_chunk(c, d);
     memset(c->out, 0, (size_t)(d.N * d.C * d.H * d.W) * sizeof(float));
     for (idx n = 0; n < d.N; n++)
-        for (idx p0 = 0; p0 < d.PP; p0 += chunk) {
-            idx np = d.PP - p0 < chunk ? d.PP - p0 : chunk;
-            /* rows[p][k] = sum over f of dy[f][p] w[f][k], from +0 */
-            gemm_args g = {dy + n * d.F * d.PP + p0, 1, d.PP, c->params, d.KK, d.F, c->work, d.KK, NULL, false};
-            gemm(&g, np, d.KK);
-            scatter_patches(c->work, d, p0, np, c->out + n * d.C * d.H * d.W);
-        }
+        for (idx gr = 0; gr < d.G; gr++)
+            for (idx p0 = 0; p0 < d.PP; p0 += chunk) {
+                idx np = d.PP - p0 < chunk ? d.PP - p0 : chunk;
+                /* rows[p][k] = sum over f of dy[f][p] w[f][k], from +0 */
+                gemm_args g = {dy + (n * d.F + gr * d.FG) * d.PP + p0, 1, d.PP, c->params + gr * d.FG * d.KK, d.KK, 1,
+                               d.FG, c->work, d.KK, NULL, false};
+                gemm(&g, np, d.KK);
+                scatter_patches(c->work, d, p0, np, c->out + (n * d.C + gr * d.CG) * d.H * d.W);
+            }
 }
 
 static void conv_backward_params(const kernel_ctx *c, conv_dims d, const float *dy, const float *x)
 {
-    float *dw = c->grads, *db = c->grads + d.F * d.KK;
+    float *dw = c->grads;
     idx chunk = conv_chunk(c, d);
     memset(dw, 0, (size_t)(d.F * d.KK) * sizeof(float));
     for (idx n = 0; n < d.N; n++)
-        for (idx p0 = 0; p0 < d.PP; p0 += chunk) {
-            idx np = d.PP - p0 < chunk ? d.PP - p0 : chunk;
-            gather_patches(x + n * d.C * d.H * d.W, d, p0, np, c->work, 1, d.KK);
-            /* dw[f][k] += sum over p of dy[f][p] row[p][k] */
-            gemm_args g = {dy + n * d.F * d.PP + p0, d.PP, 1, c->work, d.KK, np, dw, d.KK, NULL, true};
-            gemm(&g, d.F, d.KK);
-        }
+        for (idx gr = 0; gr < d.G; gr++)
+            for (idx p0 = 0; p0 < d.PP; p0 += chunk) {
+                idx np = d.PP - p0 < chunk ? d.PP - p0 : chunk;
+                gather_patches(x + (n * d.C + gr * d.CG) * d.H * d.W, d, p0, np, c->work, 1, d.KK);
+                /* dw[f][k] += sum over p of dy[f][p] row[p][k] */
+                gemm_args g = {dy + (n * d.F + gr * d.FG) * d.PP + p0, d.PP, 1, c->work, d.KK, 1, np,
+                               dw + gr * d.FG * d.KK, d.KK, NULL, true};
+                gemm(&g, d.FG, d.KK);
+            }
+    if (!conv_has_bias(fwd_of(c))) return;
+    float *db = c->grads + d.F * d.KK;
     for (idx f = 0; f < d.F; f++) {
         float s = 0.0f;
         for (idx n = 0; n < d.N; n++) s += sum8(dy + (n * d.F + f) * d.PP, d.PP);
@@ -355,7 +374,11 @@ typedef struct plane_dims {
     idx N, C, HW;
 } plane_dims;
 
-static plane_dims planes_of(const knode *x) { return (plane_dims){x->dim[0], x->dim[1], x->dim[2] * x->dim[3]}; }
+/* [N, C, ...]: a plane is one image's channel. */
+static plane_dims planes_of(const knode *x)
+{
+    return (plane_dims){x->dim[0], x->dim[1], (idx)x->numel / ((idx)x->dim[0] * x->dim[1])};
+}
 
 /* Mean and biased variance of channel ch: planes summed in n order. */
 static void channel_stats(const float *x, plane_dims d, idx ch, float *mean, float *var)
@@ -371,7 +394,7 @@ static void batchnorm_forward(const kernel_ctx *c)
 {
     plane_dims d = planes_of(node_in(c, 0));
     const float *x = c->in[0], *gamma = c->params, *beta = c->params + d.C;
-    float m = (float)(d.N * d.HW), mom = (float)BN_MOMENTUM_PCT / 100.0f;
+    float m = (float)(d.N * d.HW), mom = c->n->attrs.momentum, eps = c->n->attrs.eps;
     for (idx ch = 0; ch < d.C; ch++) {
         float mean, var;
         if (c->training) {
@@ -385,7 +408,7 @@ static void batchnorm_forward(const kernel_ctx *c)
             mean = c->running[ch];
             var = c->running[d.C + ch];
         }
-        float scale = gamma[ch] / poet_sqrtf(var + NORM_EPS), shift = beta[ch];
+        float scale = gamma[ch] / poet_sqrtf(var + eps), shift = beta[ch];
         for (idx n = 0; n < d.N; n++) {
             const float *xp = x + (n * d.C + ch) * d.HW;
             float *yp = c->out + (n * d.C + ch) * d.HW;
@@ -399,11 +422,11 @@ static void batchnorm_backward(const kernel_ctx *c)
     grad_reads r = reads_of(c);
     plane_dims d = planes_of(fwd_in(c, 0));
     const float *gamma = c->params;
-    float m = (float)(d.N * d.HW);
+    float m = (float)(d.N * d.HW), eps = fwd_of(c)->attrs.eps;
     for (idx ch = 0; ch < d.C; ch++) {
         float mean, var, sdy = 0.0f, sdyx = 0.0f;
         channel_stats(r.x0, d, ch, &mean, &var);
-        float inv = 1.0f / poet_sqrtf(var + NORM_EPS);
+        float inv = 1.0f / poet_sqrtf(var + eps);
         for (idx n = 0; n < d.N; n++) {
             idx at = (n * d.C + ch) * d.HW;
             sdy += sum8(r.dy + at, d.HW);
@@ -426,38 +449,43 @@ static void batchnorm_backward(const kernel_ctx *c)
 
 /* ---- layer norm over the last dimension ---- */
 
-static void row_stats(const float *x, idx D, float *mean, float *inv)
+static void row_stats(const float *x, idx D, float eps, float *mean, float *inv)
 {
     *mean = sum8(x, D) / (float)D;
-    *inv = 1.0f / poet_sqrtf(sqdev8(x, *mean, D) / (float)D + NORM_EPS);
+    *inv = 1.0f / poet_sqrtf(sqdev8(x, *mean, D) / (float)D + eps);
 }
 
 static void layernorm_forward(const kernel_ctx *c)
 {
     const knode *x = node_in(c, 0);
-    idx R = x->dim[0], D = x->dim[1];
+    idx D = last_dim(x), R = numel(x) / D;
+    bool affine = !(c->n->attrs.flags & POET_ATTR_NO_AFFINE);
     const float *gamma = c->params, *beta = c->params + D;
     for (idx r = 0; r < R; r++) {
         const float *xr = c->in[0] + r * D;
         float mean, inv;
-        row_stats(xr, D, &mean, &inv);
-        for (idx j = 0; j < D; j++) c->out[r * D + j] = (xr[j] - mean) * inv * gamma[j] + beta[j];
+        row_stats(xr, D, c->n->attrs.eps, &mean, &inv);
+        for (idx j = 0; j < D; j++) {
+            float xhat = (xr[j] - mean) * inv;
+            c->out[r * D + j] = affine ? xhat * gamma[j] + beta[j] : xhat;
+        }
     }
 }
 
 static void layernorm_backward(const kernel_ctx *c)
 {
     grad_reads g = reads_of(c);
-    const knode *x = fwd_in(c, 0);
-    idx R = x->dim[0], D = x->dim[1];
+    const knode *f0 = fwd_of(c), *x = fwd_in(c, 0);
+    idx D = last_dim(x), R = numel(x) / D;
+    bool affine = !(f0->attrs.flags & POET_ATTR_NO_AFFINE);
     const float *gamma = c->params;
     if (c->grads) memset(c->grads, 0, (size_t)(2 * D) * sizeof(float));
     for (idx r = 0; r < R; r++) {
         const float *xr = g.x0 + r * D, *dy = g.dy + r * D;
         float mean, inv, a = 0.0f, b = 0.0f;
-        row_stats(xr, D, &mean, &inv);
+        row_stats(xr, D, f0->attrs.eps, &mean, &inv);
         for (idx j = 0; j < D; j++) {
-            float xhat = (xr[j] - mean) * inv, dxhat = dy[j] * gamma[j];
+            float xhat = (xr[j] - mean) * inv, dxhat = affine ? dy[j] * gamma[j] : dy[j];
             a += dxhat;
             b += dxhat * xhat;
             if (c->grads) {
@@ -468,29 +496,34 @@ static void layernorm_backward(const kernel_ctx *c)
         if (c->n->wrt == 0) {
             float ma = a / (float)D, mb = b / (float)D;
             for (idx j = 0; j < D; j++) {
-                float xhat = (xr[j] - mean) * inv;
-                c->out[r * D + j] = inv * ((dy[j] * gamma[j] - ma) - xhat * mb);
+                float xhat = (xr[j] - mean) * inv, dxhat = affine ? dy[j] * gamma[j] : dy[j];
+                c->out[r * D + j] = inv * ((dxhat - ma) - xhat * mb);
             }
         }
     }
 }
 
-/* ---- linear: y = x W^T + b ---- */
+/* ---- linear: y = x W^T + b over the last dimension ---- */
 
 static void linear_forward(const kernel_ctx *c)
 {
     const knode *x = node_in(c, 0);
-    idx R = x->dim[0], I = x->dim[1], O = c->n->features;
-    const float *w = c->params, *bias = c->params + O * I;
+    idx I = last_dim(x), R = numel(x) / I, O = c->n->attrs.features;
+    bool bias = !(c->n->attrs.flags & POET_ATTR_NO_BIAS);
+    const float *w = c->params, *b = c->params + O * I;
     for (idx r = 0; r < R; r++)
-        for (idx o = 0; o < O; o++) c->out[r * O + o] = dot8(c->in[0] + r * I, w + o * I, I) + bias[o];
+        for (idx o = 0; o < O; o++) {
+            float s = dot8(c->in[0] + r * I, w + o * I, I);
+            c->out[r * O + o] = bias ? s + b[o] : s;
+        }
 }
 
 static void linear_backward(const kernel_ctx *c)
 {
     grad_reads g = reads_of(c);
-    const knode *x = fwd_in(c, 0);
-    idx R = x->dim[0], I = x->dim[1], O = fwd_of(c)->features;
+    const knode *f0 = fwd_of(c), *x = fwd_in(c, 0);
+    idx I = last_dim(x), R = numel(x) / I, O = f0->attrs.features;
+    bool bias = !(f0->attrs.flags & POET_ATTR_NO_BIAS);
     const float *w = c->params;
     if (c->n->wrt == 0)
         for (idx r = 0; r < R; r++) {
@@ -504,57 +537,75 @@ static void linear_backward(const kernel_ctx *c)
         }
     if (!c->grads) return;
     float *dw = c->grads, *db = c->grads + O * I;
-    memset(c->grads, 0, (size_t)((I + 1) * O) * sizeof(float));
+    memset(c->grads, 0, (size_t)((I + (bias ? 1 : 0)) * O) * sizeof(float));
     for (idx r = 0; r < R; r++)
         for (idx o = 0; o < O; o++) {
             float gy = g.dy[r * O + o];
             const float *xr = g.x0 + r * I;
             float *dwr = dw + o * I;
             for (idx i = 0; i < I; i++) dwr[i] += gy * xr[i];
-            db[o] += gy;
+            if (bias) db[o] += gy;
         }
 }
 
-/* ---- pools ---- */
+/* ---- pools: windows over padding that counts as absent (max) or as zero (average) ---- */
 
 typedef struct pool_dims {
-    idx N, C, H, W, K, S, OH, OW;
+    idx N, C, H, W, KH, KW, SH, SW, PT, PL, OH, OW;
+    bool count_pad;
 } pool_dims;
 
 static pool_dims pool_dims_of(const knode *pool, const knode *x)
 {
-    return (pool_dims){x->dim[0], x->dim[1], x->dim[2], x->dim[3], pool->kernel, pool->stride, pool->dim[2], pool->dim[3]};
+    const poet_attrs *a = &pool->attrs;
+    return (pool_dims){x->dim[0], x->dim[1], x->dim[2], x->dim[3], a->kh, a->kw, a->sh, a->sw, a->pt, a->pl,
+                       pool->dim[2], pool->dim[3], (a->flags & POET_ATTR_COUNT_PAD) != 0};
 }
 
-/* Index (within the plane) of the first maximum of window (oh, ow). */
-static idx window_argmax(const float *plane, pool_dims d, idx oh, idx ow)
+/* The window of output (oh, ow) clipped to the image: rows [h0, h1), columns [w0, w1). */
+typedef struct window {
+    idx h0, h1, w0, w1;
+} window;
+
+static window window_at(pool_dims d, idx oh, idx ow)
 {
-    idx best = oh * d.S * d.W + ow * d.S;
-    for (idx kh = 0; kh < d.K; kh++)
-        for (idx kw = 0; kw < d.K; kw++) {
-            idx k = (oh * d.S + kh) * d.W + ow * d.S + kw;
-            if (plane[k] > plane[best]) best = k;
-        }
+    idx h0 = oh * d.SH - d.PT, w0 = ow * d.SW - d.PL;
+    window w = {h0 < 0 ? 0 : h0, h0 + d.KH > d.H ? d.H : h0 + d.KH, w0 < 0 ? 0 : w0, w0 + d.KW > d.W ? d.W : w0 + d.KW};
+    return w;
+}
+
+/* Index (within the plane) of the window's first maximum. */
+static idx window_argmax(const float *plane, pool_dims d, window w)
+{
+    idx best = w.h0 * d.W + w.w0;
+    for (idx h = w.h0; h < w.h1; h++)
+        for (idx x = w.w0; x < w.w1; x++)
+            if (plane[h * d.W + x] > plane[best]) best = h * d.W + x;
     return best;
+}
+
+static float window_area(pool_dims d, window w)
+{
+    return d.count_pad ? (float)(d.KH * d.KW) : (float)((w.h1 - w.h0) * (w.w1 - w.w0));
 }
 
 static void pool_forward(const kernel_ctx *c, bool max)
 {
     pool_dims d = pool_dims_of(c->n, node_in(c, 0));
-    float area = (float)(d.K * d.K);
     for (idx p = 0; p < d.N * d.C; p++) {
         const float *plane = c->in[0] + p * d.H * d.W;
         float *o = c->out + p * d.OH * d.OW;
         for (idx oh = 0; oh < d.OH; oh++)
             for (idx ow = 0; ow < d.OW; ow++) {
+                window w = window_at(d, oh, ow);
                 if (max) {
-                    o[oh * d.OW + ow] = plane[window_argmax(plane, d, oh, ow)];
+                    o[oh * d.OW + ow] = plane[window_argmax(plane, d, w)];
                     continue;
                 }
                 float s = 0.0f;
-                for (idx kh = 0; kh < d.K; kh++)
-                    for (idx kw = 0; kw < d.K; kw++) s += plane[(oh * d.S + kh) * d.W + ow * d.S + kw];
-                o[oh * d.OW + ow] = s / area;
+                for (idx h = w.h0; h < w.h1; h++)
+                    for (idx x = w.w0; x < w.w1; x++) s += plane[h * d.W + x];
+                o[oh * d.OW + ow] = s / window_area(d, w);
             }
     }
 }
@@ -563,20 +614,21 @@ static void pool_backward(const kernel_ctx *c, bool max)
 {
     grad_reads g = reads_of(c);
     pool_dims d = pool_dims_of(fwd_of(c), fwd_in(c, 0));
-    float area = (float)(d.K * d.K);
     memset(c->out, 0, (size_t)(d.N * d.C * d.H * d.W) * sizeof(float));
     for (idx p = 0; p < d.N * d.C; p++) {
         float *dx = c->out + p * d.H * d.W;
         const float *dy = g.dy + p * d.OH * d.OW;
         for (idx oh = 0; oh < d.OH; oh++)
             for (idx ow = 0; ow < d.OW; ow++) {
+                window w = window_at(d, oh, ow);
                 float gy = dy[oh * d.OW + ow];
                 if (max) {
-                    dx[window_argmax(g.x0 + p * d.H * d.W, d, oh, ow)] += gy;
+                    dx[window_argmax(g.x0 + p * d.H * d.W, d, w)] += gy;
                     continue;
                 }
-                for (idx kh = 0; kh < d.K; kh++)
-                    for (idx kw = 0; kw < d.K; kw++) dx[(oh * d.S + kh) * d.W + ow * d.S + kw] += gy / area;
+                float share = gy / window_area(d, w);
+                for (idx h = w.h0; h < w.h1; h++)
+                    for (idx x = w.w0; x < w.w1; x++) dx[h * d.W + x] += share;
             }
     }
 }
@@ -595,31 +647,7 @@ static void global_avgpool_backward(const kernel_ctx *c)
         for (idx i = 0; i < d.HW; i++) c->out[p * d.HW + i] = g.dy[p] / (float)d.HW;
 }
 
-/* ---- elementwise ---- */
-
-/* The second input of an add may have fewer channels (zero-padded). */
-static void add_forward(const kernel_ctx *c)
-{
-    const knode *a = node_in(c, 0), *b = node_in(c, 1);
-    idx total = numel(a), nb = numel(b);
-    if (nb == total) {
-        for (idx i = 0; i < total; i++) c->out[i] = c->in[0][i] + c->in[1][i];
-        return;
-    }
-    idx N = a->dim[0], per_a = total / N, per_b = nb / N;
-    for (idx n = 0; n < N; n++)
-        for (idx i = 0; i < per_a; i++)
-            c->out[n * per_a + i] = c->in[0][n * per_a + i] + (i < per_b ? c->in[1][n * per_b + i] : 0.0f);
-}
-
-/* Gradient of the zero-padded input of an add: a slice of dY. */
-static void add_backward(const kernel_ctx *c)
-{
-    const knode *f0 = fwd_of(c), *x = fwd_in(c, c->n->wrt);
-    grad_reads g = reads_of(c);
-    idx N = f0->dim[0], per_y = numel(f0) / N, per_x = numel(x) / N;
-    for (idx n = 0; n < N; n++) memcpy(c->out + n * per_x, g.dy + n * per_y, (size_t)per_x * sizeof(float));
-}
+/* ---- elementwise with one input ---- */
 
 /* The dropout mask is a function of (step seed, node, element), so a
  * recomputation and the backward regenerate it instead of storing it. */
@@ -630,11 +658,75 @@ static float dropout_scale(const kernel_ctx *c, int node, idx i, float p)
     return u < p ? 0.0f : 1.0f / (1.0f - p);
 }
 
+static const float GELU_C = 0.797884560802865f;     /* sqrt(2 / pi) */
+static const float SQRT_HALF = 0.707106781186548f;  /* 1 / sqrt(2) */
+static const float TWO_BY_SQRT_PI = 1.12837916709551f;
+
+static float clampf(float x, float lo, float hi) { return x < lo ? lo : x > hi ? hi : x; }
+
+/* y = f(x) for the ops computed element by element. */
+static float unary_forward(const knode *n, float x)
+{
+    const poet_attrs *a = &n->attrs;
+    switch (n->op) {
+    case POET_OP_RELU: return x > 0 ? x : 0.0f;
+    case POET_OP_SIGMOID: return 1.0f / (1.0f + poet_expf(-x));
+    case POET_OP_TANH: return poet_tanhf(x);
+    case POET_OP_ERF: return poet_erff(x);
+    case POET_OP_HARDSIGMOID: return clampf(a->alpha * x + a->beta, 0.0f, 1.0f);
+    case POET_OP_HARDSWISH: return x * clampf(x + 3.0f, 0.0f, 6.0f) / 6.0f;
+    case POET_OP_CLIP: return clampf(x, a->alpha, a->beta);
+    default: /* gelu */
+        if (a->flags & POET_ATTR_GELU_ERF) return 0.5f * x * (1.0f + poet_erff(x * SQRT_HALF));
+        return 0.5f * x * (1.0f + poet_tanhf(GELU_C * (x + 0.044715f * x * x * x)));
+    }
+}
+
+/* dx from dy and what the op reads (x, or y for relu, sigmoid, tanh). */
+static float unary_backward(const knode *f, float dy, float x, float y)
+{
+    const poet_attrs *a = &f->attrs;
+    switch (f->op) {
+    case POET_OP_RELU: return y > 0 ? dy : 0.0f;
+    case POET_OP_SIGMOID: return dy * (y * (1.0f - y));
+    case POET_OP_TANH: return dy * (1.0f - y * y);
+    case POET_OP_ERF: return dy * (TWO_BY_SQRT_PI * poet_expf(-(x * x)));
+    case POET_OP_HARDSIGMOID: {
+        float v = a->alpha * x + a->beta;
+        return v > 0.0f && v < 1.0f ? dy * a->alpha : 0.0f;
+    }
+    case POET_OP_HARDSWISH: return x < -3.0f ? 0.0f : x <= 3.0f ? dy * (x / 3.0f + 0.5f) : dy;
+    case POET_OP_CLIP: return x > a->alpha && x < a->beta ? dy : 0.0f; /* hardtanh's: relu6 exports as clip */
+    default: /* gelu */
+        if (a->flags & POET_ATTR_GELU_ERF) {
+            float cdf = 0.5f * (1.0f + poet_erff(x * SQRT_HALF)), pdf = 0.5f * TWO_BY_SQRT_PI * SQRT_HALF * poet_expf(-0.5f * x * x);
+            return dy * (cdf + x * pdf);
+        }
+        float t = poet_tanhf(GELU_C * (x + 0.044715f * x * x * x));
+        float d = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_C * (1.0f + 3.0f * 0.044715f * x * x);
+        return dy * d;
+    }
+}
+
+static void unary_run_forward(const kernel_ctx *c)
+{
+    idx total = numel(c->n);
+    for (idx i = 0; i < total; i++) c->out[i] = unary_forward(c->n, c->in[0][i]);
+}
+
+static void unary_run_backward(const kernel_ctx *c)
+{
+    grad_reads g = reads_of(c);
+    const knode *f = fwd_of(c);
+    idx total = numel(c->n);
+    for (idx i = 0; i < total; i++) c->out[i] = unary_backward(f, g.dy[i], g.x0 ? g.x0[i] : 0.0f, g.y ? g.y[i] : 0.0f);
+}
+
 static void dropout_forward(const kernel_ctx *c)
 {
     idx total = numel(c->n);
     for (idx i = 0; i < total; i++)
-        c->out[i] = c->training ? c->in[0][i] * dropout_scale(c, c->n->inputs[0], i, c->n->p) : c->in[0][i];
+        c->out[i] = c->training ? c->in[0][i] * dropout_scale(c, c->n->inputs[0], i, c->n->attrs.p) : c->in[0][i];
 }
 
 static void dropout_backward(const kernel_ctx *c)
@@ -642,65 +734,373 @@ static void dropout_backward(const kernel_ctx *c)
     const knode *f0 = fwd_of(c);
     grad_reads g = reads_of(c);
     idx total = numel(f0);
-    for (idx i = 0; i < total; i++) c->out[i] = g.dy[i] * dropout_scale(c, f0->inputs[0], i, f0->p);
+    for (idx i = 0; i < total; i++) c->out[i] = g.dy[i] * dropout_scale(c, f0->inputs[0], i, f0->attrs.p);
 }
 
-static const float GELU_C = 0.797884560802865f; /* sqrt(2 / pi) */
+/* ---- elementwise with two operands, broadcast as NumPy does ---- */
 
-static void gelu_forward(const kernel_ctx *c)
+/* Shapes right-aligned to four dimensions; strides 0 where an operand is broadcast. */
+typedef struct bcast {
+    idx dim[POET_MAX_DIMS], sa[POET_MAX_DIMS], sb[POET_MAX_DIMS];
+} bcast;
+
+static void strides_of(const int32_t *dim, int ndim, const idx *out, idx *s)
 {
-    idx total = numel(c->n);
-    for (idx i = 0; i < total; i++) {
-        float x = c->in[0][i];
-        c->out[i] = 0.5f * x * (1.0f + poet_tanhf(GELU_C * (x + 0.044715f * x * x * x)));
+    idx step = 1;
+    for (int i = POET_MAX_DIMS - 1; i >= 0; i--) {
+        int j = ndim - POET_MAX_DIMS + i;
+        idx size = j >= 0 ? dim[j] : 1;
+        s[i] = size == 1 && out[i] != 1 ? 0 : step;
+        step *= size;
     }
 }
 
-static void gelu_backward(const kernel_ctx *c)
+static bcast bcast_of(const knode *out, const int32_t *adim, int andim, const int32_t *bdim, int bndim)
 {
+    bcast b;
+    for (int i = 0; i < POET_MAX_DIMS; i++) {
+        int j = out->ndim - POET_MAX_DIMS + i;
+        b.dim[i] = j >= 0 ? out->dim[j] : 1;
+    }
+    strides_of(adim, andim, b.dim, b.sa);
+    strides_of(bdim, bndim, b.dim, b.sb);
+    return b;
+}
+
+/* Calls body with the output index o and the operands' indices ia, ib, in
+ * the output's row-major order. */
+#define FOR_BCAST(bc, o, ia, ib, body)                                                                   \
+    do {                                                                                                 \
+        idx o = 0;                                                                                       \
+        for (idx i0 = 0; i0 < (bc).dim[0]; i0++)                                                         \
+            for (idx i1 = 0; i1 < (bc).dim[1]; i1++)                                                     \
+                for (idx i2 = 0; i2 < (bc).dim[2]; i2++) {                                               \
+                    idx ia = i0 * (bc).sa[0] + i1 * (bc).sa[1] + i2 * (bc).sa[2];                        \
+                    idx ib = i0 * (bc).sb[0] + i1 * (bc).sb[1] + i2 * (bc).sb[2];                        \
+                    for (idx i3 = 0; i3 < (bc).dim[3]; i3++, o++, ia += (bc).sa[3], ib += (bc).sb[3]) { \
+                        body;                                                                            \
+                    }                                                                                    \
+                }                                                                                        \
+    } while (0)
+
+/* The two operands of a binary node: inputs, or an input and the node's
+ * parameter or constant, in the order the op applies them. */
+typedef struct operands {
+    const float *a, *b;
+    const int32_t *adim, *bdim;
+    int andim, bndim;
+    bool a_is_operand, b_is_operand; /* held by the node rather than an input */
+} operands;
+
+static operands operands_of(const knode *nodes, const knode *f, const float *in0, const float *in1,
+                            const float *params, const float *consts)
+{
+    const knode *x = &nodes[f->inputs[0]];
+    operands op = {in0, in1, x->dim, NULL, x->ndim, 0, false, false};
+    if (f->n_inputs == 2) {
+        const knode *y = &nodes[f->inputs[1]];
+        op.bdim = y->dim, op.bndim = y->ndim;
+        return op;
+    }
+    const float *held = f->attrs.flags & POET_ATTR_OPERAND_PARAM ? params : consts;
+    if (f->attrs.flags & POET_ATTR_OPERAND_LEFT) {
+        op.b = in0, op.bdim = x->dim, op.bndim = x->ndim;
+        op.a = held, op.adim = f->attrs.dim, op.andim = f->attrs.ndim, op.a_is_operand = true;
+    } else {
+        op.b = held, op.bdim = f->attrs.dim, op.bndim = f->attrs.ndim, op.b_is_operand = true;
+    }
+    return op;
+}
+
+static float binary_apply(int op, float a, float b)
+{
+    switch (op) {
+    case POET_OP_ADD: return a + b;
+    case POET_OP_SUB: return a - b;
+    case POET_OP_MUL: return a * b;
+    default: return a / b;
+    }
+}
+
+/* The channel-zero-padded add of POET's ResNet-50 (shortcut option A). */
+static bool add_padded(const knode *nodes, const knode *f)
+{
+    if (f->op != POET_OP_ADD || f->n_inputs != 2) return false;
+    const knode *a = &nodes[f->inputs[0]], *b = &nodes[f->inputs[1]];
+    return a->ndim == 4 && b->ndim == 4 && b->dim[1] < a->dim[1];
+}
+
+static void add_padded_forward(const kernel_ctx *c)
+{
+    const knode *a = node_in(c, 0), *b = node_in(c, 1);
+    idx N = a->dim[0], per_a = numel(a) / N, per_b = numel(b) / N;
+    for (idx n = 0; n < N; n++)
+        for (idx i = 0; i < per_a; i++)
+            c->out[n * per_a + i] = c->in[0][n * per_a + i] + (i < per_b ? c->in[1][n * per_b + i] : 0.0f);
+}
+
+static void binary_forward(const kernel_ctx *c)
+{
+    if (add_padded(c->nodes, c->n)) {
+        add_padded_forward(c);
+        return;
+    }
+    operands p = operands_of(c->nodes, c->n, c->in[0], c->in[1], c->params, c->running);
+    bcast bc = bcast_of(c->n, p.adim, p.andim, p.bdim, p.bndim);
+    int op = c->n->op;
+    FOR_BCAST(bc, o, ia, ib, c->out[o] = binary_apply(op, p.a[ia], p.b[ib]));
+}
+
+/* The gradient of one operand, summed over where it was broadcast: +0,
+ * then the terms in the output's row-major order. */
+static void binary_grad_of(const knode *f, const operands *p, const float *dy, bool of_a, bcast bc, float *out,
+                           idx out_numel)
+{
+    memset(out, 0, (size_t)out_numel * sizeof(float));
+    switch (f->op) {
+    case POET_OP_ADD: FOR_BCAST(bc, o, ia, ib, out[of_a ? ia : ib] += dy[o]); break;
+    case POET_OP_SUB: FOR_BCAST(bc, o, ia, ib, out[of_a ? ia : ib] += of_a ? dy[o] : -dy[o]); break;
+    case POET_OP_MUL: FOR_BCAST(bc, o, ia, ib, out[of_a ? ia : ib] += dy[o] * (of_a ? p->b[ib] : p->a[ia])); break;
+    default: /* div: d/da = dy / b; d/db = -(dy (a / b)) / b */
+        FOR_BCAST(bc, o, ia, ib, out[of_a ? ia : ib] += of_a ? dy[o] / p->b[ib] : -(dy[o] * (p->a[ia] / p->b[ib])) / p->b[ib]);
+    }
+}
+
+static void binary_backward(const kernel_ctx *c)
+{
+    const knode *f = fwd_of(c);
     grad_reads g = reads_of(c);
-    idx total = numel(c->n);
-    for (idx i = 0; i < total; i++) {
-        float x = g.x0[i], t = poet_tanhf(GELU_C * (x + 0.044715f * x * x * x));
-        float d = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_C * (1.0f + 3.0f * 0.044715f * x * x);
-        c->out[i] = g.dy[i] * d;
+    if (add_padded(c->nodes, f)) { /* the padded input's gradient: a slice of dY */
+        const knode *x = fwd_in(c, c->n->wrt);
+        idx N = f->dim[0], per_y = numel(f) / N, per_x = numel(x) / N;
+        for (idx n = 0; n < N; n++) memcpy(c->out + n * per_x, g.dy + n * per_y, (size_t)per_x * sizeof(float));
+        return;
+    }
+    /* the inputs the gradient does not read are not needed by its formula */
+    operands p = operands_of(c->nodes, f, g.x0, g.x1, c->params, c->running);
+    bcast bc = bcast_of(f, p.adim, p.andim, p.bdim, p.bndim);
+    if (c->n->wrt >= 0) {
+        bool of_a = f->n_inputs == 2 ? c->n->wrt == 0 : !p.a_is_operand;
+        binary_grad_of(f, &p, g.dy, of_a, bc, c->out, numel(c->n));
+    }
+    if (c->grads) binary_grad_of(f, &p, g.dy, p.a_is_operand, bc, c->grads, (idx)f->params);
+}
+
+/* ---- matmul: [..., M, K] x [..., K, N], leading dimensions broadcast ---- */
+
+typedef struct mm_dims {
+    idx M, K, N, batches;
+    idx lead[2], sa[2], sb[2]; /* leading dimensions (up to two) and each operand's batch strides */
+} mm_dims;
+
+static mm_dims mm_dims_of(const knode *y, const knode *a, const knode *b)
+{
+    mm_dims d = {a->dim[a->ndim - 2], a->dim[a->ndim - 1], b->dim[b->ndim - 1], 1, {1, 1}, {0, 0}, {0, 0}};
+    int lead = y->ndim - 2;
+    idx step_a = d.M * d.K, step_b = d.K * d.N;
+    for (int i = 1; i >= 0; i--) {
+        int j = lead - 2 + i, ja = a->ndim - 2 - 2 + i, jb = b->ndim - 2 - 2 + i;
+        d.lead[i] = j >= 0 ? y->dim[j] : 1;
+        idx da = ja >= 0 ? a->dim[ja] : 1, db = jb >= 0 ? b->dim[jb] : 1;
+        d.sa[i] = da == 1 ? 0 : step_a, d.sb[i] = db == 1 ? 0 : step_b;
+        step_a *= da, step_b *= db;
+    }
+    d.batches = d.lead[0] * d.lead[1];
+    return d;
+}
+
+static void matmul_forward(const kernel_ctx *c)
+{
+    mm_dims d = mm_dims_of(c->n, node_in(c, 0), node_in(c, 1));
+    for (idx i = 0, t = 0; i < d.lead[0]; i++)
+        for (idx j = 0; j < d.lead[1]; j++, t++) {
+            gemm_args g = {c->in[0] + i * d.sa[0] + j * d.sa[1], d.K, 1, c->in[1] + i * d.sb[0] + j * d.sb[1], d.N, 1,
+                           d.K, c->out + t * d.M * d.N, d.N, NULL, false};
+            gemm(&g, d.M, d.N);
+        }
+}
+
+/* dA = dY B^T and dB = A^T dY, each summed over the batches it was
+ * broadcast across, in batch order. */
+static void matmul_backward(const kernel_ctx *c)
+{
+    const knode *f = fwd_of(c);
+    grad_reads r = reads_of(c);
+    mm_dims d = mm_dims_of(f, fwd_in(c, 0), fwd_in(c, 1));
+    bool wrt_a = c->n->wrt == 0;
+    memset(c->out, 0, (size_t)numel(c->n) * sizeof(float));
+    for (idx i = 0, t = 0; i < d.lead[0]; i++)
+        for (idx j = 0; j < d.lead[1]; j++, t++) {
+            const float *dy = r.dy + t * d.M * d.N;
+            gemm_args g;
+            if (wrt_a) /* dA[m][k] += sum over n of dY[m][n] B[k][n] */
+                g = (gemm_args){dy, d.N, 1, r.x1 + i * d.sb[0] + j * d.sb[1], 1, d.N, d.N,
+                                c->out + i * d.sa[0] + j * d.sa[1], d.K, NULL, true};
+            else /* dB[k][n] += sum over m of A[m][k] dY[m][n] */
+                g = (gemm_args){r.x0 + i * d.sa[0] + j * d.sa[1], 1, d.K, dy, d.N, 1, d.M,
+                                c->out + i * d.sb[0] + j * d.sb[1], d.N, NULL, true};
+            gemm(&g, wrt_a ? d.M : d.K, wrt_a ? d.K : d.N);
+        }
+}
+
+/* ---- data movement ---- */
+
+static void copy_forward(const kernel_ctx *c, const float *src)
+{
+    memcpy(c->out, src, (size_t)numel(c->n) * sizeof(float));
+}
+
+/* Right-aligned four-dimensional strides of a tensor. */
+static void strides4(const knode *x, idx s[POET_MAX_DIMS])
+{
+    idx step = 1;
+    for (int i = x->ndim - 1; i >= 0; i--) s[i] = step, step *= x->dim[i];
+}
+
+/* For every element of y = transpose(x), calls body with y's and x's index. */
+static void transpose_walk(const knode *y, const knode *x, const int32_t *perm, float *yv, const float *xv, float *xo,
+                           const float *yo)
+{
+    idx sx[POET_MAX_DIMS] = {0}, dim[POET_MAX_DIMS] = {1, 1, 1, 1}, step[POET_MAX_DIMS] = {0};
+    strides4(x, sx);
+    int r = y->ndim, off = POET_MAX_DIMS - r;
+    for (int i = 0; i < r; i++) dim[off + i] = y->dim[i], step[off + i] = sx[perm[i]];
+    idx o = 0;
+    for (idx i0 = 0; i0 < dim[0]; i0++)
+        for (idx i1 = 0; i1 < dim[1]; i1++)
+            for (idx i2 = 0; i2 < dim[2]; i2++)
+                for (idx i3 = 0, at = i0 * step[0] + i1 * step[1] + i2 * step[2]; i3 < dim[3]; i3++, o++, at += step[3]) {
+                    if (yv) yv[o] = xv[at]; /* forward */
+                    else xo[at] = yo[o];    /* backward: each element once */
+                }
+}
+
+static void transpose_forward(const kernel_ctx *c)
+{
+    transpose_walk(c->n, node_in(c, 0), c->n->attrs.perm, c->out, c->in[0], NULL, NULL);
+}
+
+static void transpose_backward(const kernel_ctx *c)
+{
+    const knode *f = fwd_of(c);
+    transpose_walk(f, fwd_in(c, 0), f->attrs.perm, NULL, NULL, c->out, reads_of(c).dy);
+}
+
+/* Elements before the axis, along it, and after it. */
+static void around_axis(const knode *x, int axis, idx *outer, idx *along, idx *inner)
+{
+    *outer = 1, *inner = 1, *along = x->dim[axis];
+    for (int i = 0; i < axis; i++) *outer *= x->dim[i];
+    for (int i = axis + 1; i < x->ndim; i++) *inner *= x->dim[i];
+}
+
+static void concat_forward(const kernel_ctx *c)
+{
+    idx outer, total, inner, at = 0;
+    around_axis(c->n, c->n->attrs.axis, &outer, &total, &inner);
+    for (int j = 0; j < c->n->n_inputs; j++) {
+        idx o2, len, i2;
+        around_axis(node_in(c, j), c->n->attrs.axis, &o2, &len, &i2);
+        for (idx o = 0; o < outer; o++)
+            memcpy(c->out + (o * total + at) * inner, c->in[j] + o * len * inner, (size_t)(len * inner) * sizeof(float));
+        at += len;
     }
 }
 
-/* ---- softmax over the last dimension, and the loss ---- */
+static void concat_backward(const kernel_ctx *c)
+{
+    const knode *f = fwd_of(c);
+    idx outer, total, inner, at = 0, len = 0, o2, i2;
+    around_axis(f, f->attrs.axis, &outer, &total, &inner);
+    for (int j = 0; j <= c->n->wrt; j++) {
+        at += len;
+        around_axis(fwd_in(c, j), f->attrs.axis, &o2, &len, &i2);
+    }
+    const float *dy = reads_of(c).dy;
+    for (idx o = 0; o < outer; o++)
+        memcpy(c->out + o * len * inner, dy + (o * total + at) * inner, (size_t)(len * inner) * sizeof(float));
+}
 
-static idx last_dim(const knode *n) { return n->dim[n->ndim - 1]; }
+static void slice_forward(const kernel_ctx *c)
+{
+    idx outer, size, inner, len = c->n->attrs.end - c->n->attrs.start;
+    around_axis(node_in(c, 0), c->n->attrs.axis, &outer, &size, &inner);
+    for (idx o = 0; o < outer; o++)
+        memcpy(c->out + o * len * inner, c->in[0] + (o * size + c->n->attrs.start) * inner,
+               (size_t)(len * inner) * sizeof(float));
+}
 
-static float row_max(const float *x, idx D)
+static void slice_backward(const kernel_ctx *c)
+{
+    const knode *f = fwd_of(c);
+    idx outer, size, inner, len = f->attrs.end - f->attrs.start;
+    around_axis(fwd_in(c, 0), f->attrs.axis, &outer, &size, &inner);
+    const float *dy = reads_of(c).dy;
+    memset(c->out, 0, (size_t)numel(c->n) * sizeof(float));
+    for (idx o = 0; o < outer; o++)
+        memcpy(c->out + (o * size + f->attrs.start) * inner, dy + o * len * inner, (size_t)(len * inner) * sizeof(float));
+}
+
+/* ---- softmax along an axis, and the loss ---- */
+
+/* A line of D elements `stride` apart: the sums of sum8, in the same lanes. */
+static float line_sum8(const float *a, idx n, idx stride)
+{
+    if (stride == 1) return sum8(a, n);
+    float l[8] = {0}, tail = 0;
+    idx i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) l[k] += a[(i + k) * stride];
+    for (; i < n; i++) tail += a[i * stride];
+    return lanes_total(l, tail);
+}
+
+static float line_dot8(const float *a, const float *b, idx n, idx stride)
+{
+    if (stride == 1) return dot8(a, b, n);
+    float l[8] = {0}, tail = 0;
+    idx i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) l[k] += a[(i + k) * stride] * b[(i + k) * stride];
+    for (; i < n; i++) tail += a[i * stride] * b[i * stride];
+    return lanes_total(l, tail);
+}
+
+static float line_max(const float *x, idx D, idx stride)
 {
     float mx = x[0];
-    for (idx j = 1; j < D; j++) mx = x[j] > mx ? x[j] : mx;
+    for (idx j = 1; j < D; j++) mx = x[j * stride] > mx ? x[j * stride] : mx;
     return mx;
 }
 
-static void softmax_row(const float *x, idx D, float *y)
+static void softmax_line(const float *x, idx D, idx stride, float *y)
 {
-    float mx = row_max(x, D);
-    for (idx j = 0; j < D; j++) y[j] = poet_expf(x[j] - mx);
-    float inv = 1.0f / sum8(y, D);
-    for (idx j = 0; j < D; j++) y[j] *= inv;
+    float mx = line_max(x, D, stride);
+    for (idx j = 0; j < D; j++) y[j * stride] = poet_expf(x[j * stride] - mx);
+    float inv = 1.0f / line_sum8(y, D, stride);
+    for (idx j = 0; j < D; j++) y[j * stride] *= inv;
 }
 
 static void softmax_forward(const kernel_ctx *c)
 {
-    idx D = last_dim(c->n), R = numel(c->n) / D;
-    for (idx r = 0; r < R; r++) softmax_row(c->in[0] + r * D, D, c->out + r * D);
+    idx outer, D, inner;
+    around_axis(c->n, c->n->attrs.axis, &outer, &D, &inner);
+    for (idx o = 0; o < outer; o++)
+        for (idx i = 0; i < inner; i++) softmax_line(c->in[0] + o * D * inner + i, D, inner, c->out + o * D * inner + i);
 }
 
 static void softmax_backward(const kernel_ctx *c)
 {
     grad_reads g = reads_of(c);
-    idx D = last_dim(c->n), R = numel(c->n) / D;
-    for (idx r = 0; r < R; r++) {
-        const float *y = g.y + r * D, *dy = g.dy + r * D;
-        float s = dot8(dy, y, D);
-        for (idx j = 0; j < D; j++) c->out[r * D + j] = y[j] * (dy[j] - s);
-    }
+    idx outer, D, inner;
+    around_axis(fwd_of(c), fwd_of(c)->attrs.axis, &outer, &D, &inner);
+    for (idx o = 0; o < outer; o++)
+        for (idx i = 0; i < inner; i++) {
+            idx at = o * D * inner + i;
+            const float *y = g.y + at, *dy = g.dy + at;
+            float s = line_dot8(dy, y, D, inner);
+            for (idx j = 0; j < D; j++) c->out[at + j * inner] = y[j * inner] * (dy[j * inner] - s);
+        }
 }
 
 /* Per row: log-sum-exp of the logits minus the labelled logit. */
@@ -710,7 +1110,7 @@ static void softmax_ce_forward(const kernel_ctx *c)
     idx R = x->dim[0], D = x->dim[1];
     for (idx r = 0; r < R; r++) {
         const float *xr = c->in[0] + r * D;
-        float mx = row_max(xr, D), s = 0.0f;
+        float mx = line_max(xr, D, 1), s = 0.0f;
         for (idx j = 0; j < D; j++) s += poet_expf(xr[j] - mx);
         c->out[r] = (mx + poet_logf(s)) - xr[c->labels[r]];
     }
@@ -724,7 +1124,7 @@ static void softmax_ce_backward(const kernel_ctx *c)
     idx R = x->dim[0], D = x->dim[1];
     for (idx r = 0; r < R; r++) {
         float *dx = c->out + r * D;
-        softmax_row(g.x0 + r * D, D, dx);
+        softmax_line(g.x0 + r * D, D, 1, dx);
         dx[c->labels[r]] -= 1.0f;
         for (idx j = 0; j < D; j++) dx[j] /= (float)R;
     }
@@ -738,7 +1138,7 @@ typedef struct attn_dims {
 
 static attn_dims attn_dims_of(const knode *op, const knode *qkv)
 {
-    idx S = op->seq, H = op->heads;
+    idx S = op->attrs.seq, H = op->attrs.heads;
     return (attn_dims){qkv->dim[0] / S, H, S, qkv->dim[1] / H};
 }
 
@@ -820,11 +1220,6 @@ static void attn_context_backward(const kernel_ctx *c)
 
 /* ---- dispatch ---- */
 
-static void copy_forward(const kernel_ctx *c, const float *src)
-{
-    memcpy(c->out, src, (size_t)numel(c->n) * sizeof(float));
-}
-
 static void grad_sum(const kernel_ctx *c)
 {
     idx total = numel(c->n);
@@ -833,38 +1228,38 @@ static void grad_sum(const kernel_ctx *c)
         for (idx i = 0; i < total; i++) c->out[i] += c->in[k][i];
 }
 
-static void relu_forward(const kernel_ctx *c)
-{
-    idx total = numel(c->n);
-    for (idx i = 0; i < total; i++) c->out[i] = c->in[0][i] > 0 ? c->in[0][i] : 0.0f;
-}
-
-static void relu_backward(const kernel_ctx *c)
-{
-    grad_reads g = reads_of(c);
-    idx total = numel(c->n);
-    for (idx i = 0; i < total; i++) c->out[i] = g.y[i] > 0 ? g.dy[i] : 0.0f;
-}
-
 static bool backward(const kernel_ctx *c)
 {
     switch (fwd_of(c)->op) {
     case POET_OP_CONV2D: conv_backward(c); return true;
     case POET_OP_BATCHNORM2D: batchnorm_backward(c); return true;
-    case POET_OP_RELU: relu_backward(c); return true;
+    case POET_OP_RELU:
+    case POET_OP_GELU:
+    case POET_OP_SIGMOID:
+    case POET_OP_TANH:
+    case POET_OP_ERF:
+    case POET_OP_HARDSIGMOID:
+    case POET_OP_HARDSWISH:
+    case POET_OP_CLIP: unary_run_backward(c); return true;
     case POET_OP_MAXPOOL2D: pool_backward(c, true); return true;
     case POET_OP_AVGPOOL2D: pool_backward(c, false); return true;
     case POET_OP_GLOBAL_AVGPOOL: global_avgpool_backward(c); return true;
-    case POET_OP_ADD: add_backward(c); return true;
+    case POET_OP_ADD:
+    case POET_OP_SUB:
+    case POET_OP_MUL:
+    case POET_OP_DIV: binary_backward(c); return true;
     case POET_OP_LINEAR: linear_backward(c); return true;
     case POET_OP_DROPOUT: dropout_backward(c); return true;
     case POET_OP_SOFTMAX_CE: softmax_ce_backward(c); return true;
     case POET_OP_LAYERNORM: layernorm_backward(c); return true;
-    case POET_OP_GELU: gelu_backward(c); return true;
     case POET_OP_SOFTMAX: softmax_backward(c); return true;
     case POET_OP_ATTN_SCORES: attn_scores_backward(c); return true;
     case POET_OP_ATTN_CONTEXT: attn_context_backward(c); return true;
-    default: return false;
+    case POET_OP_MATMUL: matmul_backward(c); return true;
+    case POET_OP_TRANSPOSE: transpose_backward(c); return true;
+    case POET_OP_CONCAT: concat_backward(c); return true;
+    case POET_OP_SLICE: slice_backward(c); return true;
+    default: return false; /* flatten and reshape pass dY on as it is */
     }
 }
 
@@ -874,20 +1269,34 @@ bool kernel_run(const kernel_ctx *c)
     case POET_OP_INPUT: copy_forward(c, c->batch_x); return true;
     case POET_OP_CONV2D: conv_forward(c); return true;
     case POET_OP_BATCHNORM2D: batchnorm_forward(c); return true;
-    case POET_OP_RELU: relu_forward(c); return true;
+    case POET_OP_RELU:
+    case POET_OP_GELU:
+    case POET_OP_SIGMOID:
+    case POET_OP_TANH:
+    case POET_OP_ERF:
+    case POET_OP_HARDSIGMOID:
+    case POET_OP_HARDSWISH:
+    case POET_OP_CLIP: unary_run_forward(c); return true;
     case POET_OP_MAXPOOL2D: pool_forward(c, true); return true;
     case POET_OP_AVGPOOL2D: pool_forward(c, false); return true;
     case POET_OP_GLOBAL_AVGPOOL: global_avgpool_forward(c); return true;
-    case POET_OP_ADD: add_forward(c); return true;
-    case POET_OP_FLATTEN: copy_forward(c, c->in[0]); return true;
+    case POET_OP_ADD:
+    case POET_OP_SUB:
+    case POET_OP_MUL:
+    case POET_OP_DIV: binary_forward(c); return true;
+    case POET_OP_FLATTEN:
+    case POET_OP_RESHAPE: copy_forward(c, c->in[0]); return true;
     case POET_OP_LINEAR: linear_forward(c); return true;
     case POET_OP_DROPOUT: dropout_forward(c); return true;
     case POET_OP_SOFTMAX_CE: softmax_ce_forward(c); return true;
     case POET_OP_LAYERNORM: layernorm_forward(c); return true;
-    case POET_OP_GELU: gelu_forward(c); return true;
     case POET_OP_SOFTMAX: softmax_forward(c); return true;
     case POET_OP_ATTN_SCORES: attn_scores_forward(c); return true;
     case POET_OP_ATTN_CONTEXT: attn_context_forward(c); return true;
+    case POET_OP_MATMUL: matmul_forward(c); return true;
+    case POET_OP_TRANSPOSE: transpose_forward(c); return true;
+    case POET_OP_CONCAT: concat_forward(c); return true;
+    case POET_OP_SLICE: slice_forward(c); return true;
     case POET_OP_GRAD: return backward(c);
     case POET_OP_GRAD_SUM: grad_sum(c); return true;
     default: return false;
@@ -914,8 +1323,7 @@ uint64_t kernel_workspace_min(const knode *nodes, int v)
     if (!conv) return 0;
     conv_dims d = conv_dims_at(nodes, conv);
     /* a grad node's chunk of rows of KK; a forward one of columns, unless direct */
-    bool direct = nodes[v].op == POET_OP_CONV2D && d.K == 1 && d.S == 1 && d.P == 0;
-    return direct ? 0 : (uint64_t)d.KK;
+    return nodes[v].op == POET_OP_CONV2D && conv_direct(d) ? 0 : (uint64_t)d.KK;
 }
 
 uint64_t kernel_workspace_for(const knode *nodes, int v, uint64_t positions)

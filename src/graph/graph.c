@@ -5,17 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-uint64_t poet_shape_numel(const poet_shape *s)
-{
-    uint64_t n = 1;
-    for (int i = 0; i < s->ndim; i++) {
-        uint64_t d = s->dim[i] < 0 ? 0 : (uint64_t)s->dim[i];
-        if (d && n > UINT64_MAX / d) return UINT64_MAX; /* saturate: rejected as too large */
-        n *= d;
-    }
-    return n;
-}
-
 poet_status poet_graph_init(poet_graph *g, const char *model, int batch, poet_err *err)
 {
     memset(g, 0, sizeof *g);
@@ -71,6 +60,23 @@ static poet_status finish_node(poet_graph *g, poet_node *n)
     return POET_OK;
 }
 
+/* Fills the general window fields from the square shorthands, and the
+ * defaults of unset fields, so that kernels read one set of fields. */
+static void normalize_attrs(poet_node *n)
+{
+    poet_attrs *a = &n->attrs;
+    bool window = n->op == POET_OP_CONV2D || n->op == POET_OP_MAXPOOL2D || n->op == POET_OP_AVGPOOL2D;
+    if (window && a->kh == 0 && a->kw == 0) {
+        a->kh = a->kw = a->kernel;
+        a->sh = a->sw = a->stride;
+        a->pt = a->pl = a->pb = a->pr = a->pad;
+    }
+    if (window && a->dh == 0 && a->dw == 0) a->dh = a->dw = 1;
+    if (n->op == POET_OP_CONV2D && a->groups == 0) a->groups = 1;
+    if ((n->op == POET_OP_BATCHNORM2D || n->op == POET_OP_LAYERNORM) && a->eps == 0) a->eps = 1e-5f;
+    if (n->op == POET_OP_BATCHNORM2D && a->momentum == 0) a->momentum = 0.1f;
+}
+
 int poet_graph_add(poet_graph *g, poet_op op, const int *inputs, int n_inputs, const poet_attrs *attrs,
                    const char *name)
 {
@@ -101,6 +107,7 @@ int poet_graph_add(poet_graph *g, poet_op op, const int *inputs, int n_inputs, c
     n->n_inputs = n_inputs;
     for (int i = 0; i < n_inputs; i++) n->inputs[i] = inputs[i];
     if (attrs) n->attrs = *attrs;
+    normalize_attrs(n);
     if (name && *name)
         snprintf(n->name, sizeof n->name, "%s", name);
     else
@@ -170,7 +177,6 @@ static int gradient_of(poet_graph *g, grad_lists *l, int f)
 /* Emits the gradient of forward node f with respect to input wrt. */
 static int emit_grad(poet_graph *g, int f, int wrt, int dy)
 {
-    const op_def *def = op_get(g->nodes[f].op);
     poet_node *n = append(g);
     if (!n) return -1;
     const poet_node *fw = &g->nodes[f];
@@ -178,7 +184,7 @@ static int emit_grad(poet_graph *g, int f, int wrt, int dy)
     n->fwd = f;
     n->wrt = wrt;
     if (dy >= 0) n->inputs[n->n_inputs++] = dy;
-    unsigned reads = def->reads[wrt < 0 ? 0 : wrt];
+    unsigned reads = op_reads(fw, wrt);
     if (reads & READ_IN0) n->inputs[n->n_inputs++] = fw->inputs[0];
     if (reads & READ_IN1) n->inputs[n->n_inputs++] = fw->inputs[1];
     if (reads & READ_OUT) n->inputs[n->n_inputs++] = f;
@@ -190,7 +196,7 @@ static int emit_grad(poet_graph *g, int f, int wrt, int dy)
     /* POET's convention: backward costs twice the forward FLOPs; an op with
      * one gradient node per input splits them, a node that skips the input
      * gradient does only the weight-gradient half. */
-    if (def->grad == GRAD_PER_INPUT)
+    if (op_grad_rule(fw) == GRAD_PER_INPUT)
         n->flops = 2.0 * fw->flops / fw->n_inputs;
     else
         n->flops = wrt < 0 ? fw->flops : 2.0 * fw->flops;
@@ -215,12 +221,13 @@ static poet_status backprop_node(poet_graph *g, grad_lists *l, const bool *needs
     int n_in = fw->n_inputs, ins[POET_MAX_INPUTS];
     memcpy(ins, fw->inputs, sizeof ins);
     bool has_params = fw->params > 0;
-    switch (def->grad) {
+    switch (op_grad_rule(fw)) {
     case GRAD_NONE: return POET_OK;
     case GRAD_ALIAS:
         for (int j = 0; j < n_in; j++) {
             if (!needs[ins[j]]) continue;
-            /* a zero-padded input of an add receives a slice of dY: a node */
+            /* an input broadcast or zero-padded into the output receives a
+             * reduction or a slice of dY: a node */
             int node = poet_shape_numel(&g->nodes[ins[j]].shape) == poet_shape_numel(&fw->shape)
                            ? dy
                            : emit_grad(g, f, j, dy);

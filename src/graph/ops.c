@@ -6,16 +6,29 @@
 
 #include <string.h>
 
+/* Freestanding, as the whole registry: the device library checks the shapes
+ * of an image with it. */
+uint64_t poet_shape_numel(const poet_shape *s)
+{
+    uint64_t n = 1;
+    for (int i = 0; i < s->ndim; i++) {
+        uint64_t d = s->dim[i] < 0 ? 0 : (uint64_t)s->dim[i];
+        if (d && n > UINT64_MAX / d) return UINT64_MAX; /* saturate: rejected as too large */
+        n *= d;
+    }
+    return n;
+}
+
 static const poet_node *in(const poet_graph *g, const poet_node *n, int i)
 {
     return &g->nodes[n->inputs[i]];
 }
 
-static poet_status need_rank(const poet_node *n, const poet_node *x, int rank, poet_err *err)
+static poet_status need_rank(const poet_node *n, const poet_node *x, int lo, int hi, poet_err *err)
 {
-    if (x->shape.ndim != rank)
-        return poet_fail(err, POET_ERR_INVALID, "node '%s' (%s) needs a %d-d input, '%s' is %d-d",
-                         n->name, op_get(n->op)->name, rank, x->name, x->shape.ndim);
+    if (x->shape.ndim < lo || x->shape.ndim > hi)
+        return poet_fail(err, POET_ERR_INVALID, "node '%s' (%s) needs a %d-d to %d-d input, '%s' is %d-d", n->name,
+                         op_get(n->op)->name, lo, hi, x->name, x->shape.ndim);
     return POET_OK;
 }
 
@@ -30,57 +43,118 @@ static double numel_d(const poet_shape *s)
     return (double)poet_shape_numel(s);
 }
 
+static bool same_shape(const poet_shape *a, const poet_shape *b)
+{
+    if (a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->dim[i] != b->dim[i]) return false;
+    return true;
+}
+
+static poet_shape shape_of_attrs(const poet_attrs *a)
+{
+    poet_shape s = {a->ndim, {0}};
+    for (int i = 0; i < POET_MAX_DIMS && i < a->ndim; i++) s.dim[i] = a->dim[i];
+    return s;
+}
+
+static poet_status check_dims(const poet_node *n, const poet_shape *s, const char *what, poet_err *err)
+{
+    if (s->ndim < 1 || s->ndim > POET_MAX_DIMS)
+        return poet_fail(err, POET_ERR_INVALID, "node '%s': %s needs 1 to %d dimensions", n->name, what, POET_MAX_DIMS);
+    for (int i = 0; i < s->ndim; i++)
+        if (s->dim[i] <= 0) return poet_fail(err, POET_ERR_INVALID, "node '%s': %s has a dimension <= 0", n->name, what);
+    return POET_OK;
+}
+
 static poet_status infer_input(const poet_graph *g, poet_node *n, poet_err *err)
 {
     (void)g;
-    const poet_shape *s = &n->attrs.shape;
-    if (s->ndim < 1 || s->ndim > POET_MAX_DIMS)
-        return poet_fail(err, POET_ERR_INVALID, "input '%s' needs 1 to %d dimensions", n->name, POET_MAX_DIMS);
-    for (int i = 0; i < s->ndim; i++)
-        if (s->dim[i] <= 0) return poet_fail(err, POET_ERR_INVALID, "input '%s' has a dimension <= 0", n->name);
-    n->shape = *s;
+    n->shape = shape_of_attrs(&n->attrs);
     n->flops = 0;
-    return POET_OK;
+    return check_dims(n, &n->shape, "its shape", err);
 }
 
-static poet_status check_window(const poet_node *n, int64_t h, int64_t w, poet_err *err)
+/* ---- windows: conv2d and pools ---- */
+
+static int64_t window_out(int64_t size, int64_t pad_lo, int64_t pad_hi, int64_t k, int64_t stride, int64_t dil)
+{
+    return (size + pad_lo + pad_hi - (dil * (k - 1) + 1)) / stride + 1;
+}
+
+static poet_status check_window(const poet_node *n, const poet_node *x, bool pool, poet_err *err)
 {
     const poet_attrs *a = &n->attrs;
-    if (a->kernel <= 0 || a->stride <= 0 || a->pad < 0)
-        return poet_fail(err, POET_ERR_INVALID, "node '%s': kernel and stride must be > 0, padding >= 0", n->name);
-    if (h + 2 * a->pad < a->kernel || w + 2 * a->pad < a->kernel)
-        return poet_fail(err, POET_ERR_INVALID, "node '%s': kernel %d larger than its %lldx%lld input", n->name,
-                         a->kernel, (long long)h, (long long)w);
+    if (a->kh <= 0 || a->kw <= 0 || a->sh <= 0 || a->sw <= 0 || a->pt < 0 || a->pl < 0 || a->pb < 0 || a->pr < 0 ||
+        a->dh <= 0 || a->dw <= 0)
+        return poet_fail(err, POET_ERR_INVALID, "node '%s': kernel, stride and dilation must be > 0, padding >= 0",
+                         n->name);
+    if (pool && (a->dh != 1 || a->dw != 1))
+        return poet_fail(err, POET_ERR_UNSUPPORTED, "node '%s': pools with dilation are not supported", n->name);
+    if (pool && (a->pt >= a->kh || a->pb >= a->kh || a->pl >= a->kw || a->pr >= a->kw))
+        return poet_fail(err, POET_ERR_INVALID, "node '%s': a pool's padding must be smaller than its window", n->name);
+    int64_t eh = (int64_t)a->dh * (a->kh - 1) + 1, ew = (int64_t)a->dw * (a->kw - 1) + 1;
+    if (x->shape.dim[2] + a->pt + a->pb < eh || x->shape.dim[3] + a->pl + a->pr < ew)
+        return poet_fail(err, POET_ERR_INVALID, "node '%s': window %dx%d larger than its %lldx%lld input", n->name,
+                         (int)a->kh, (int)a->kw, (long long)x->shape.dim[2], (long long)x->shape.dim[3]);
     return POET_OK;
 }
 
-static int64_t window_out(int64_t size, const poet_attrs *a)
+static void window_shape(poet_node *n, const poet_node *x, int64_t channels)
 {
-    return (size + 2 * a->pad - a->kernel) / a->stride + 1;
+    const poet_attrs *a = &n->attrs;
+    int64_t d[4] = {x->shape.dim[0], channels, window_out(x->shape.dim[2], a->pt, a->pb, a->kh, a->sh, a->dh),
+                    window_out(x->shape.dim[3], a->pl, a->pr, a->kw, a->sw, a->dw)};
+    set_shape(n, 4, d);
 }
 
 static poet_status infer_conv2d(const poet_graph *g, poet_node *n, poet_err *err)
 {
     const poet_node *x = in(g, n, 0);
     const poet_attrs *a = &n->attrs;
-    poet_status st = need_rank(n, x, 4, err);
-    if (st) return st;
-    if (a->features <= 0) return poet_fail(err, POET_ERR_INVALID, "conv2d '%s' needs output channels > 0", n->name);
-    if ((st = check_window(n, x->shape.dim[2], x->shape.dim[3], err))) return st;
-    int64_t d[4] = {x->shape.dim[0], a->features, window_out(x->shape.dim[2], a), window_out(x->shape.dim[3], a)};
-    set_shape(n, 4, d);
-    int64_t cin = x->shape.dim[1];
-    n->params = (uint64_t)a->features * (uint64_t)cin * (uint64_t)a->kernel * (uint64_t)a->kernel + (uint64_t)a->features;
-    /* POET: 2 * K^2 * numel(input) * C_out + numel(output); exact for stride 1
-     * with "same" padding, 4x an exact count for stride 2. */
-    n->flops = 2.0 * a->kernel * a->kernel * numel_d(&x->shape) * a->features + numel_d(&n->shape);
+    poet_status st = need_rank(n, x, 4, 4, err);
+    if (st || (st = check_window(n, x, false, err))) return st;
+    int64_t cin = x->shape.dim[1], gr = a->groups;
+    if (a->features <= 0 || gr <= 0 || cin % gr || a->features % gr)
+        return poet_fail(err, POET_ERR_INVALID, "conv2d '%s': output channels > 0, and groups dividing %lld input "
+                         "and %d output channels", n->name, (long long)cin, (int)a->features);
+    window_shape(n, x, a->features);
+    n->params = (uint64_t)a->features * (uint64_t)(cin / gr) * (uint64_t)a->kh * (uint64_t)a->kw +
+                (a->flags & POET_ATTR_NO_BIAS ? 0u : (uint64_t)a->features);
+    /* POET: 2 * K^2 * numel(input) * C_out + numel(output), each input element
+     * meeting C_out / groups filters; exact for stride 1 with "same" padding,
+     * 4x an exact count for stride 2. */
+    n->flops = 2.0 * a->kh * a->kw * numel_d(&x->shape) * (double)(a->features / gr) + numel_d(&n->shape);
     return POET_OK;
 }
+
+static poet_status infer_pool(const poet_graph *g, poet_node *n, poet_err *err)
+{
+    const poet_node *x = in(g, n, 0);
+    poet_status st = need_rank(n, x, 4, 4, err);
+    if (st || (st = check_window(n, x, true, err))) return st;
+    window_shape(n, x, x->shape.dim[1]);
+    n->flops = 2.0 * n->attrs.kh * n->attrs.kw * numel_d(&n->shape); /* POET: as if stride 1 */
+    return POET_OK;
+}
+
+static poet_status infer_global_avgpool(const poet_graph *g, poet_node *n, poet_err *err)
+{
+    const poet_node *x = in(g, n, 0);
+    poet_status st = need_rank(n, x, 4, 4, err);
+    if (st) return st;
+    int64_t d[4] = {x->shape.dim[0], x->shape.dim[1], 1, 1};
+    set_shape(n, n->attrs.flags & POET_ATTR_KEEPDIMS ? 4 : 2, d);
+    n->flops = 2.0 * numel_d(&x->shape);
+    return POET_OK;
+}
+
+/* ---- normalization ---- */
 
 static poet_status infer_batchnorm2d(const poet_graph *g, poet_node *n, poet_err *err)
 {
     const poet_node *x = in(g, n, 0);
-    poet_status st = need_rank(n, x, 4, err);
+    poet_status st = need_rank(n, x, 2, 4, err);
     if (st) return st;
     n->shape = x->shape;
     n->params = 2 * (uint64_t)x->shape.dim[1];  /* gamma, beta */
@@ -89,7 +163,19 @@ static poet_status infer_batchnorm2d(const poet_graph *g, poet_node *n, poet_err
     return POET_OK;
 }
 
-/* Elementwise ops with one input: FLOPs are `per_elem` per element. */
+static poet_status infer_layernorm(const poet_graph *g, poet_node *n, poet_err *err)
+{
+    const poet_node *x = in(g, n, 0);
+    poet_status st = need_rank(n, x, 2, 4, err);
+    if (st) return st;
+    n->shape = x->shape;
+    n->params = n->attrs.flags & POET_ATTR_NO_AFFINE ? 0 : 2 * (uint64_t)x->shape.dim[x->shape.ndim - 1];
+    n->flops = 8.0 * numel_d(&x->shape); /* mean, variance, normalize, scale and shift */
+    return POET_OK;
+}
+
+/* ---- elementwise with one input: FLOPs are per_elem per element ---- */
+
 static poet_status infer_unary(const poet_graph *g, poet_node *n, double per_elem)
 {
     const poet_node *x = in(g, n, 0);
@@ -98,11 +184,21 @@ static poet_status infer_unary(const poet_graph *g, poet_node *n, double per_ele
     return POET_OK;
 }
 
-static poet_status infer_relu(const poet_graph *g, poet_node *n, poet_err *err)
-{
-    (void)err;
-    return infer_unary(g, n, 1.0);
-}
+#define UNARY(name, per_elem)                                                      \
+    static poet_status infer_##name(const poet_graph *g, poet_node *n, poet_err *err) \
+    {                                                                              \
+        (void)err;                                                                 \
+        return infer_unary(g, n, per_elem);                                        \
+    }
+UNARY(relu, 1.0)
+UNARY(gelu, 8.0)       /* tanh or erf, and a few products */
+UNARY(sigmoid, 4.0)    /* exp, add, divide, negate */
+UNARY(tanh, 4.0)
+UNARY(erf, 8.0)
+UNARY(hardsigmoid, 3.0)
+UNARY(hardswish, 4.0)
+UNARY(clip, 1.0)
+#undef UNARY
 
 static poet_status infer_dropout(const poet_graph *g, poet_node *n, poet_err *err)
 {
@@ -111,49 +207,36 @@ static poet_status infer_dropout(const poet_graph *g, poet_node *n, poet_err *er
     return infer_unary(g, n, 1.0);
 }
 
-/* GELU with the tanh approximation: about 8 operations per element. */
-static poet_status infer_gelu(const poet_graph *g, poet_node *n, poet_err *err)
+/* An axis attribute, counted from the end when negative, into [0, rank). */
+static poet_status normalize_axis(poet_node *n, int rank, poet_err *err)
 {
-    (void)err;
-    return infer_unary(g, n, 8.0);
+    int a = n->attrs.axis < 0 ? n->attrs.axis + rank : n->attrs.axis;
+    if (a < 0 || a >= rank)
+        return poet_fail(err, POET_ERR_INVALID, "node '%s': axis %d outside a %d-d tensor", n->name, (int)n->attrs.axis, rank);
+    n->attrs.axis = a;
+    return POET_OK;
 }
 
 /* max, subtract, exp, sum, divide */
 static poet_status infer_softmax(const poet_graph *g, poet_node *n, poet_err *err)
 {
-    (void)err;
-    return infer_unary(g, n, 5.0);
+    poet_status st = normalize_axis(n, in(g, n, 0)->shape.ndim, err);
+    return st ? st : infer_unary(g, n, 5.0);
 }
 
-static poet_status infer_pool(const poet_graph *g, poet_node *n, poet_err *err)
-{
-    const poet_node *x = in(g, n, 0);
-    const poet_attrs *a = &n->attrs;
-    poet_status st = need_rank(n, x, 4, err);
-    if (st) return st;
-    if ((st = check_window(n, x->shape.dim[2], x->shape.dim[3], err))) return st;
-    int64_t d[4] = {x->shape.dim[0], x->shape.dim[1], window_out(x->shape.dim[2], a), window_out(x->shape.dim[3], a)};
-    set_shape(n, 4, d);
-    n->flops = 2.0 * a->kernel * a->kernel * numel_d(&n->shape); /* POET: as if stride 1 */
-    return POET_OK;
-}
+/* ---- elementwise with two operands, broadcast as NumPy does ---- */
 
-static poet_status infer_global_avgpool(const poet_graph *g, poet_node *n, poet_err *err)
+static bool broadcast(const poet_shape *a, const poet_shape *b, poet_shape *out)
 {
-    const poet_node *x = in(g, n, 0);
-    poet_status st = need_rank(n, x, 4, err);
-    if (st) return st;
-    int64_t d[2] = {x->shape.dim[0], x->shape.dim[1]};
-    set_shape(n, 2, d);
-    n->flops = 2.0 * numel_d(&x->shape);
-    return POET_OK;
-}
-
-static bool same_shape(const poet_shape *a, const poet_shape *b)
-{
-    if (a->ndim != b->ndim) return false;
-    for (int i = 0; i < a->ndim; i++)
-        if (a->dim[i] != b->dim[i]) return false;
+    int r = a->ndim > b->ndim ? a->ndim : b->ndim;
+    out->ndim = r;
+    for (int i = 0; i < POET_MAX_DIMS; i++) out->dim[i] = 0;
+    for (int i = 0; i < r; i++) {
+        int ia = a->ndim - r + i, ib = b->ndim - r + i;
+        int64_t da = ia >= 0 ? a->dim[ia] : 1, db = ib >= 0 ? b->dim[ib] : 1;
+        if (da != db && da != 1 && db != 1) return false;
+        out->dim[i] = da == 1 ? db : da;
+    }
     return true;
 }
 
@@ -166,16 +249,63 @@ static bool channel_padded(const poet_shape *a, const poet_shape *b)
            a->dim[2] == b->dim[2] && a->dim[3] == b->dim[3];
 }
 
-static poet_status infer_add(const poet_graph *g, poet_node *n, poet_err *err)
+static poet_status infer_binary(const poet_graph *g, poet_node *n, poet_err *err)
 {
-    const poet_node *a = in(g, n, 0), *b = in(g, n, 1);
-    if (!same_shape(&a->shape, &b->shape) && !channel_padded(&a->shape, &b->shape))
-        return poet_fail(err, POET_ERR_INVALID, "add '%s': inputs '%s' and '%s' differ in shape", n->name, a->name,
-                         b->name);
-    n->shape = a->shape;
-    n->flops = numel_d(&a->shape);
+    const poet_node *a = in(g, n, 0);
+    unsigned kind = n->attrs.flags & (POET_ATTR_OPERAND_PARAM | POET_ATTR_OPERAND_CONST);
+    poet_shape other;
+    if (n->n_inputs == 2) {
+        if (kind) return poet_fail(err, POET_ERR_INVALID, "node '%s': two inputs and an operand", n->name);
+        other = in(g, n, 1)->shape;
+    } else {
+        if (kind != POET_ATTR_OPERAND_PARAM && kind != POET_ATTR_OPERAND_CONST)
+            return poet_fail(err, POET_ERR_INVALID, "node '%s' (%s) with one input needs a parameter or a constant "
+                             "operand", n->name, op_get(n->op)->name);
+        other = shape_of_attrs(&n->attrs);
+        poet_status st = check_dims(n, &other, "its operand", err);
+        if (st) return st;
+        uint64_t count = poet_shape_numel(&other);
+        if (kind == POET_ATTR_OPERAND_PARAM) n->params = count;
+        else n->buffers = count;
+    }
+    if (n->op == POET_OP_ADD && n->n_inputs == 2 && !same_shape(&a->shape, &other) && channel_padded(&a->shape, &other))
+        n->shape = a->shape;
+    else if (!broadcast(&a->shape, &other, &n->shape))
+        return poet_fail(err, POET_ERR_INVALID, "node '%s' (%s): shapes of '%s' and its other operand do not broadcast",
+                         n->name, op_get(n->op)->name, a->name);
+    n->flops = numel_d(&n->shape);
     return POET_OK;
 }
+
+/* With a trained operand one node computes the input's gradient and the
+ * operand's; otherwise one node per input. */
+static grad_rule binary_grad(const poet_node *n)
+{
+    if (n->attrs.flags & POET_ATTR_OPERAND_PARAM) return GRAD_FUSED;
+    return n->op == POET_OP_ADD ? GRAD_ALIAS : GRAD_PER_INPUT;
+}
+
+/* What each gradient reads: dY always; then, by op and operand:
+ *   mul:  d/da = dY b (reads b), d/db = dY a (reads a)
+ *   div:  d/da = dY / b (reads b), d/db = -(dY (a / b)) / b (reads a and b)
+ *   add, sub: nothing. An operand kept in the node is always at hand. */
+static unsigned binary_reads(const poet_node *n, int wrt)
+{
+    bool operand = n->n_inputs == 1, param = n->attrs.flags & POET_ATTR_OPERAND_PARAM,
+         left = n->attrs.flags & POET_ATTR_OPERAND_LEFT;
+    switch (n->op) {
+    case POET_OP_MUL:
+        if (operand) return param ? READ_IN0 : 0u; /* the operand's gradient is dY x */
+        return wrt == 0 ? READ_IN1 : READ_IN0;
+    case POET_OP_DIV:
+        if (operand && !left) return param ? READ_IN0 : 0u; /* x / c: dx = dY / c; dc needs x */
+        if (operand) return READ_IN0;                         /* c / x: both need x */
+        return wrt == 0 ? READ_IN1 : READ_IN0 | READ_IN1;
+    default: return 0;
+    }
+}
+
+/* ---- flatten, linear, the loss ---- */
 
 static poet_status infer_flatten(const poet_graph *g, poet_node *n, poet_err *err)
 {
@@ -187,25 +317,28 @@ static poet_status infer_flatten(const poet_graph *g, poet_node *n, poet_err *er
     return POET_OK;
 }
 
+/* y = x W^T + b over the last dimension; leading dimensions are rows. */
 static poet_status infer_linear(const poet_graph *g, poet_node *n, poet_err *err)
 {
     const poet_node *x = in(g, n, 0);
-    poet_status st = need_rank(n, x, 2, err);
+    poet_status st = need_rank(n, x, 2, 4, err);
     if (st) return st;
     if (n->attrs.features <= 0) return poet_fail(err, POET_ERR_INVALID, "linear '%s' needs output features > 0", n->name);
-    int64_t rows = x->shape.dim[0], fin = x->shape.dim[1], fout = n->attrs.features;
-    int64_t d[2] = {rows, fout};
-    set_shape(n, 2, d);
-    n->params = (uint64_t)(fin + 1) * (uint64_t)fout;
+    int r = x->shape.ndim;
+    int64_t fin = x->shape.dim[r - 1], fout = n->attrs.features;
+    double rows = numel_d(&x->shape) / (double)fin;
+    n->shape = x->shape;
+    n->shape.dim[r - 1] = fout;
+    n->params = (uint64_t)(fin + (n->attrs.flags & POET_ATTR_NO_BIAS ? 0 : 1)) * (uint64_t)fout;
     /* POET: 2 * params + out_features for one row; we count every row. */
-    n->flops = (double)rows * (2.0 * (double)n->params + (double)fout);
+    n->flops = rows * (2.0 * (double)n->params + (double)fout);
     return POET_OK;
 }
 
 static poet_status infer_softmax_ce(const poet_graph *g, poet_node *n, poet_err *err)
 {
     const poet_node *x = in(g, n, 0);
-    poet_status st = need_rank(n, x, 2, err);
+    poet_status st = need_rank(n, x, 2, 2, err);
     if (st) return st;
     int64_t d[1] = {x->shape.dim[0]}; /* one loss per row */
     set_shape(n, 1, d);
@@ -213,23 +346,13 @@ static poet_status infer_softmax_ce(const poet_graph *g, poet_node *n, poet_err 
     return POET_OK;
 }
 
-static poet_status infer_layernorm(const poet_graph *g, poet_node *n, poet_err *err)
-{
-    const poet_node *x = in(g, n, 0);
-    poet_status st = need_rank(n, x, 2, err);
-    if (st) return st;
-    n->shape = x->shape;
-    n->params = 2 * (uint64_t)x->shape.dim[1];
-    n->flops = 8.0 * numel_d(&x->shape); /* mean, variance, normalize, scale and shift */
-    return POET_OK;
-}
+/* ---- attention: Q, K, V, context are [batch * seq, heads * d]; scores and
+ * probabilities are [batch, heads, seq, seq] ---- */
 
-/* Attention tensors: Q, K, V, context are [batch * seq, heads * d];
- * scores and probabilities are [batch, heads, seq, seq]. */
 static poet_status attn_dims(const poet_node *n, const poet_node *x, int64_t *batch, int64_t *d, poet_err *err)
 {
     const poet_attrs *a = &n->attrs;
-    poet_status st = need_rank(n, x, 2, err);
+    poet_status st = need_rank(n, x, 2, 2, err);
     if (st) return st;
     if (a->heads <= 0 || a->seq <= 0 || x->shape.dim[0] % a->seq || x->shape.dim[1] % a->heads)
         return poet_fail(err, POET_ERR_INVALID, "attention '%s': rows must divide by seq and features by heads",
@@ -259,8 +382,7 @@ static poet_status infer_attn_context(const poet_graph *g, poet_node *n, poet_er
     int64_t b = 0, d = 0;
     poet_status st = attn_dims(n, v, &b, &d, err);
     if (st) return st;
-    int64_t want[4] = {b, n->attrs.heads, n->attrs.seq, n->attrs.seq};
-    poet_shape ps = {4, {want[0], want[1], want[2], want[3]}};
+    poet_shape ps = {4, {b, n->attrs.heads, n->attrs.seq, n->attrs.seq}};
     if (!same_shape(&p->shape, &ps))
         return poet_fail(err, POET_ERR_INVALID, "attention '%s': probabilities must be [batch, heads, seq, seq]",
                          n->name);
@@ -269,34 +391,152 @@ static poet_status infer_attn_context(const poet_graph *g, poet_node *n, poet_er
     return POET_OK;
 }
 
+/* ---- matmul: [..., M, K] x [..., K, N], leading dimensions broadcast ---- */
+
+static poet_status infer_matmul(const poet_graph *g, poet_node *n, poet_err *err)
+{
+    const poet_node *a = in(g, n, 0), *b = in(g, n, 1);
+    poet_status st = need_rank(n, a, 2, 4, err);
+    if (st || (st = need_rank(n, b, 2, 4, err))) return st;
+    int ra = a->shape.ndim, rb = b->shape.ndim;
+    int64_t M = a->shape.dim[ra - 2], K = a->shape.dim[ra - 1], N = b->shape.dim[rb - 1];
+    if (b->shape.dim[rb - 2] != K)
+        return poet_fail(err, POET_ERR_INVALID, "matmul '%s': inner dimensions %lld and %lld differ", n->name,
+                         (long long)K, (long long)b->shape.dim[rb - 2]);
+    poet_shape la = {ra - 2, {0}}, lb = {rb - 2, {0}}, lead;
+    for (int i = 0; i < ra - 2; i++) la.dim[i] = a->shape.dim[i];
+    for (int i = 0; i < rb - 2; i++) lb.dim[i] = b->shape.dim[i];
+    if (!broadcast(&la, &lb, &lead))
+        return poet_fail(err, POET_ERR_INVALID, "matmul '%s': leading dimensions do not broadcast", n->name);
+    n->shape = lead;
+    n->shape.ndim = lead.ndim + 2;
+    n->shape.dim[lead.ndim] = M;
+    n->shape.dim[lead.ndim + 1] = N;
+    n->flops = 2.0 * numel_d(&n->shape) * (double)K;
+    return POET_OK;
+}
+
+/* ---- data movement: FLOPs are one per element, POET's count for a copy ---- */
+
+static poet_status infer_transpose(const poet_graph *g, poet_node *n, poet_err *err)
+{
+    const poet_node *x = in(g, n, 0);
+    int r = x->shape.ndim;
+    unsigned seen = 0;
+    for (int i = 0; i < r; i++) {
+        int p = n->attrs.perm[i];
+        if (p < 0 || p >= r || (seen >> p & 1u))
+            return poet_fail(err, POET_ERR_INVALID, "transpose '%s': perm is not a permutation of 0..%d", n->name, r - 1);
+        seen |= 1u << p;
+        n->shape.dim[i] = x->shape.dim[p];
+    }
+    n->shape.ndim = r;
+    n->flops = numel_d(&x->shape);
+    return POET_OK;
+}
+
+static poet_status infer_reshape(const poet_graph *g, poet_node *n, poet_err *err)
+{
+    const poet_node *x = in(g, n, 0);
+    n->shape = shape_of_attrs(&n->attrs);
+    poet_status st = check_dims(n, &n->shape, "its shape", err);
+    if (st) return st;
+    if (poet_shape_numel(&n->shape) != poet_shape_numel(&x->shape))
+        return poet_fail(err, POET_ERR_INVALID, "reshape '%s': %llu elements into a shape of %llu", n->name,
+                         (unsigned long long)poet_shape_numel(&x->shape), (unsigned long long)poet_shape_numel(&n->shape));
+    n->flops = numel_d(&x->shape);
+    return POET_OK;
+}
+
+static poet_status infer_concat(const poet_graph *g, poet_node *n, poet_err *err)
+{
+    const poet_node *x = in(g, n, 0);
+    poet_status st = normalize_axis(n, x->shape.ndim, err);
+    if (st) return st;
+    n->shape = x->shape;
+    for (int j = 1; j < n->n_inputs; j++) {
+        const poet_shape *s = &in(g, n, j)->shape;
+        bool ok = s->ndim == x->shape.ndim;
+        for (int i = 0; ok && i < s->ndim; i++) ok = i == n->attrs.axis || s->dim[i] == x->shape.dim[i];
+        if (!ok) return poet_fail(err, POET_ERR_INVALID, "concat '%s': inputs differ off axis %d", n->name, (int)n->attrs.axis);
+        n->shape.dim[n->attrs.axis] += s->dim[n->attrs.axis];
+    }
+    n->flops = numel_d(&n->shape);
+    return POET_OK;
+}
+
+static poet_status infer_slice(const poet_graph *g, poet_node *n, poet_err *err)
+{
+    const poet_node *x = in(g, n, 0);
+    poet_status st = normalize_axis(n, x->shape.ndim, err);
+    if (st) return st;
+    int64_t size = x->shape.dim[n->attrs.axis];
+    if (n->attrs.start < 0 || n->attrs.start >= n->attrs.end || n->attrs.end > size)
+        return poet_fail(err, POET_ERR_INVALID, "slice '%s': [%d, %d) outside 0..%lld", n->name, (int)n->attrs.start,
+                         (int)n->attrs.end, (long long)size);
+    n->shape = x->shape;
+    n->shape.dim[n->attrs.axis] = n->attrs.end - n->attrs.start;
+    n->flops = numel_d(&n->shape);
+    return POET_OK;
+}
+
 static const op_def OPS[POET_OP_COUNT] = {
-    [POET_OP_INPUT] = {"input", 0, 0, infer_input, GRAD_NONE, {0, 0}, false},
-    [POET_OP_CONV2D] = {"conv2d", 1, 1, infer_conv2d, GRAD_FUSED, {READ_IN0, 0}, false},
-    [POET_OP_BATCHNORM2D] = {"batchnorm2d", 1, 1, infer_batchnorm2d, GRAD_FUSED, {READ_IN0, 0}, false},
-    [POET_OP_RELU] = {"relu", 1, 1, infer_relu, GRAD_PER_INPUT, {READ_OUT, 0}, false},
-    [POET_OP_MAXPOOL2D] = {"maxpool2d", 1, 1, infer_pool, GRAD_PER_INPUT, {READ_IN0, 0}, false},
-    [POET_OP_AVGPOOL2D] = {"avgpool2d", 1, 1, infer_pool, GRAD_PER_INPUT, {0, 0}, false},
-    [POET_OP_GLOBAL_AVGPOOL] = {"global_avgpool", 1, 1, infer_global_avgpool, GRAD_PER_INPUT, {0, 0}, false},
-    [POET_OP_ADD] = {"add", 2, 2, infer_add, GRAD_ALIAS, {0, 0}, false},
-    [POET_OP_FLATTEN] = {"flatten", 1, 1, infer_flatten, GRAD_ALIAS, {0, 0}, false},
-    [POET_OP_LINEAR] = {"linear", 1, 1, infer_linear, GRAD_FUSED, {READ_IN0, 0}, false},
+    [POET_OP_INPUT] = {"input", 0, 0, infer_input, GRAD_NONE, {0, 0}, false, NULL, NULL},
+    [POET_OP_CONV2D] = {"conv2d", 1, 1, infer_conv2d, GRAD_FUSED, {READ_IN0, 0}, false, NULL, NULL},
+    [POET_OP_BATCHNORM2D] = {"batchnorm2d", 1, 1, infer_batchnorm2d, GRAD_FUSED, {READ_IN0, 0}, false, NULL, NULL},
+    [POET_OP_RELU] = {"relu", 1, 1, infer_relu, GRAD_PER_INPUT, {READ_OUT, 0}, false, NULL, NULL},
+    [POET_OP_MAXPOOL2D] = {"maxpool2d", 1, 1, infer_pool, GRAD_PER_INPUT, {READ_IN0, 0}, false, NULL, NULL},
+    [POET_OP_AVGPOOL2D] = {"avgpool2d", 1, 1, infer_pool, GRAD_PER_INPUT, {0, 0}, false, NULL, NULL},
+    [POET_OP_GLOBAL_AVGPOOL] = {"global_avgpool", 1, 1, infer_global_avgpool, GRAD_PER_INPUT, {0, 0}, false, NULL, NULL},
+    [POET_OP_ADD] = {"add", 1, 2, infer_binary, GRAD_ALIAS, {0, 0}, false, binary_grad, binary_reads},
+    [POET_OP_FLATTEN] = {"flatten", 1, 1, infer_flatten, GRAD_ALIAS, {0, 0}, false, NULL, NULL},
+    [POET_OP_LINEAR] = {"linear", 1, 1, infer_linear, GRAD_FUSED, {READ_IN0, 0}, false, NULL, NULL},
     /* the mask is regenerated from the step's seed, so backward reads only dY */
-    [POET_OP_DROPOUT] = {"dropout", 1, 1, infer_dropout, GRAD_PER_INPUT, {0, 0}, false},
-    [POET_OP_SOFTMAX_CE] = {"softmax_ce", 1, 1, infer_softmax_ce, GRAD_PER_INPUT, {READ_IN0, 0}, true},
-    [POET_OP_LAYERNORM] = {"layernorm", 1, 1, infer_layernorm, GRAD_FUSED, {READ_IN0, 0}, false},
-    [POET_OP_GELU] = {"gelu", 1, 1, infer_gelu, GRAD_PER_INPUT, {READ_IN0, 0}, false},
-    [POET_OP_SOFTMAX] = {"softmax", 1, 1, infer_softmax, GRAD_PER_INPUT, {READ_OUT, 0}, false},
+    [POET_OP_DROPOUT] = {"dropout", 1, 1, infer_dropout, GRAD_PER_INPUT, {0, 0}, false, NULL, NULL},
+    [POET_OP_SOFTMAX_CE] = {"softmax_ce", 1, 1, infer_softmax_ce, GRAD_PER_INPUT, {READ_IN0, 0}, true, NULL, NULL},
+    [POET_OP_LAYERNORM] = {"layernorm", 1, 1, infer_layernorm, GRAD_FUSED, {READ_IN0, 0}, false, NULL, NULL},
+    [POET_OP_GELU] = {"gelu", 1, 1, infer_gelu, GRAD_PER_INPUT, {READ_IN0, 0}, false, NULL, NULL},
+    [POET_OP_SOFTMAX] = {"softmax", 1, 1, infer_softmax, GRAD_PER_INPUT, {READ_OUT, 0}, false, NULL, NULL},
     /* dQ = dS K, dK = dS^T Q */
-    [POET_OP_ATTN_SCORES] = {"attn_scores", 2, 2, infer_attn_scores, GRAD_PER_INPUT, {READ_IN1, READ_IN0}, false},
+    [POET_OP_ATTN_SCORES] = {"attn_scores", 2, 2, infer_attn_scores, GRAD_PER_INPUT, {READ_IN1, READ_IN0}, false, NULL, NULL},
     /* dP = dC V^T, dV = P^T dC */
-    [POET_OP_ATTN_CONTEXT] = {"attn_context", 2, 2, infer_attn_context, GRAD_PER_INPUT, {READ_IN1, READ_IN0}, false},
-    [POET_OP_GRAD] = {"grad", 1, POET_MAX_INPUTS, NULL, GRAD_NONE, {0, 0}, false},
-    [POET_OP_GRAD_SUM] = {"grad_sum", 2, POET_MAX_INPUTS, NULL, GRAD_NONE, {0, 0}, false},
+    [POET_OP_ATTN_CONTEXT] = {"attn_context", 2, 2, infer_attn_context, GRAD_PER_INPUT, {READ_IN1, READ_IN0}, false, NULL,
+                              NULL},
+    [POET_OP_GRAD] = {"grad", 1, POET_MAX_INPUTS, NULL, GRAD_NONE, {0, 0}, false, NULL, NULL},
+    [POET_OP_GRAD_SUM] = {"grad_sum", 2, POET_MAX_INPUTS, NULL, GRAD_NONE, {0, 0}, false, NULL, NULL},
+    [POET_OP_SUB] = {"sub", 1, 2, infer_binary, GRAD_PER_INPUT, {0, 0}, false, binary_grad, binary_reads},
+    [POET_OP_MUL] = {"mul", 1, 2, infer_binary, GRAD_PER_INPUT, {0, 0}, false, binary_grad, binary_reads},
+    [POET_OP_DIV] = {"div", 1, 2, infer_binary, GRAD_PER_INPUT, {0, 0}, false, binary_grad, binary_reads},
+    /* dA = dY B^T, dB = A^T dY */
+    [POET_OP_MATMUL] = {"matmul", 2, 2, infer_matmul, GRAD_PER_INPUT, {READ_IN1, READ_IN0}, false, NULL, NULL},
+    [POET_OP_SIGMOID] = {"sigmoid", 1, 1, infer_sigmoid, GRAD_PER_INPUT, {READ_OUT, 0}, false, NULL, NULL},
+    [POET_OP_TANH] = {"tanh", 1, 1, infer_tanh, GRAD_PER_INPUT, {READ_OUT, 0}, false, NULL, NULL},
+    [POET_OP_ERF] = {"erf", 1, 1, infer_erf, GRAD_PER_INPUT, {READ_IN0, 0}, false, NULL, NULL},
+    [POET_OP_HARDSIGMOID] = {"hardsigmoid", 1, 1, infer_hardsigmoid, GRAD_PER_INPUT, {READ_IN0, 0}, false, NULL, NULL},
+    [POET_OP_HARDSWISH] = {"hardswish", 1, 1, infer_hardswish, GRAD_PER_INPUT, {READ_IN0, 0}, false, NULL, NULL},
+    [POET_OP_CLIP] = {"clip", 1, 1, infer_clip, GRAD_PER_INPUT, {READ_IN0, 0}, false, NULL, NULL},
+    [POET_OP_TRANSPOSE] = {"transpose", 1, 1, infer_transpose, GRAD_PER_INPUT, {0, 0}, false, NULL, NULL},
+    [POET_OP_RESHAPE] = {"reshape", 1, 1, infer_reshape, GRAD_ALIAS, {0, 0}, false, NULL, NULL},
+    [POET_OP_CONCAT] = {"concat", 1, POET_MAX_INPUTS, infer_concat, GRAD_PER_INPUT, {0, 0}, false, NULL, NULL},
+    [POET_OP_SLICE] = {"slice", 1, 1, infer_slice, GRAD_PER_INPUT, {0, 0}, false, NULL, NULL},
 };
 
 const op_def *op_get(poet_op op)
 {
     return (unsigned)op < POET_OP_COUNT ? &OPS[op] : NULL;
+}
+
+grad_rule op_grad_rule(const poet_node *n)
+{
+    const op_def *d = op_get(n->op);
+    return d->grad_of ? d->grad_of(n) : d->grad;
+}
+
+unsigned op_reads(const poet_node *n, int wrt)
+{
+    const op_def *d = op_get(n->op);
+    if (d->reads_of) return d->reads_of(n, wrt);
+    return d->reads[wrt == 1 ? 1 : 0];
 }
 
 const char *poet_op_name(poet_op op)

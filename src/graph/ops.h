@@ -24,8 +24,16 @@ typedef struct op_def {
     grad_rule grad;
     unsigned reads[2]; /* per input differentiated: READ_* mask */
     bool seeds_grad;   /* the loss: its backward needs no incoming gradient */
+    /* For ops whose gradient depends on their attributes (add, sub, mul,
+     * div with a parameter or constant operand): overrides grad and reads. */
+    grad_rule (*grad_of)(const poet_node *n);
+    unsigned (*reads_of)(const poet_node *n, int wrt);
 } op_def;
 
 const op_def *op_get(poet_op op);
+/* The gradient rule of node n, and what its gradient wrt input wrt
+ * (POET_GRAD_PARAMS_ONLY for the parameters alone) reads. */
+grad_rule op_grad_rule(const poet_node *n);
+unsigned op_reads(const poet_node *n, int wrt);
 
 #endif

@@ -15,13 +15,13 @@ static int add1(poet_graph *g, poet_op op, int x, const poet_attrs *a)
 
 static int input4(poet_graph *g, int64_t c, int64_t h, int64_t w)
 {
-    poet_attrs a = {.shape = {4, {g->batch, c, h, w}}};
+    poet_attrs a = {.ndim = 4, .dim = {g->batch, (int32_t)c, (int32_t)h, (int32_t)w}};
     return poet_graph_add(g, POET_OP_INPUT, NULL, 0, &a, "input");
 }
 
 static int input2(poet_graph *g, int64_t rows, int64_t features)
 {
-    poet_attrs a = {.shape = {2, {rows, features}}};
+    poet_attrs a = {.ndim = 2, .dim = {(int32_t)rows, (int32_t)features}};
     return poet_graph_add(g, POET_OP_INPUT, NULL, 0, &a, "input");
 }
 
@@ -154,7 +154,8 @@ static int encoder_block(poet_graph *g, int x, int hidden, int heads, int seq)
 {
     poet_attrs at = {.heads = heads, .seq = seq};
     int q = linear(g, x, hidden), k = linear(g, x, hidden), v = linear(g, x, hidden);
-    int p = add1(g, POET_OP_SOFTMAX, add2(g, POET_OP_ATTN_SCORES, q, k, &at), NULL);
+    poet_attrs last = {.axis = -1};
+    int p = add1(g, POET_OP_SOFTMAX, add2(g, POET_OP_ATTN_SCORES, q, k, &at), &last);
     int o = linear(g, add2(g, POET_OP_ATTN_CONTEXT, p, v, &at), hidden);
     int h = add1(g, POET_OP_LAYERNORM, add2(g, POET_OP_ADD, x, o, NULL), NULL);
     int f = linear(g, add1(g, POET_OP_GELU, linear(g, h, 4 * hidden), NULL), hidden);

@@ -50,9 +50,9 @@ static poet_status check_graph(const poet_graph *g, const poet_problem *p, poet_
 static uint32_t reads_mask(const poet_graph *g, const poet_node *n)
 {
     if (n->op != POET_OP_GRAD) return 0;
-    const op_def *d = op_get(g->nodes[n->fwd].op);
-    unsigned m = d->reads[n->wrt < 0 ? 0 : n->wrt];
-    return (d->seeds_grad ? 0u : KR_DY) | (m & READ_IN0 ? KR_IN0 : 0u) | (m & READ_IN1 ? KR_IN1 : 0u) |
+    const poet_node *f = &g->nodes[n->fwd];
+    unsigned m = op_reads(f, n->wrt);
+    return (op_get(f->op)->seeds_grad ? 0u : KR_DY) | (m & READ_IN0 ? KR_IN0 : 0u) | (m & READ_IN1 ? KR_IN1 : 0u) |
            (m & READ_OUT ? KR_OUT : 0u);
 }
 
@@ -70,8 +70,7 @@ static void to_knodes(const poet_graph *g, knode *k, uint64_t *n_params, uint64_
         o->fwd = n->fwd;
         for (int j = 0; j < n->n_inputs; j++) o->inputs[j] = n->inputs[j];
         for (int j = 0; j < n->shape.ndim; j++) o->dim[j] = (int32_t)n->shape.dim[j];
-        o->features = n->attrs.features, o->kernel = n->attrs.kernel, o->stride = n->attrs.stride;
-        o->pad = n->attrs.pad, o->heads = n->attrs.heads, o->seq = n->attrs.seq, o->p = n->attrs.p;
+        o->attrs = n->attrs;
         o->numel = (uint32_t)(n->bytes / 4);
         o->reads = reads_mask(g, n);
         if (n->op == POET_OP_GRAD) continue; /* takes its forward node's blocks below */
@@ -101,8 +100,9 @@ static void init_params(const poet_graph *g, const knode *k, uint64_t seed, floa
             continue;
         }
         const poet_node *x = n->n_inputs ? &g->nodes[n->inputs[0]] : NULL;
-        double fan_in = n->op == POET_OP_CONV2D ? (double)x->shape.dim[1] * n->attrs.kernel * n->attrs.kernel
-                        : n->op == POET_OP_LINEAR ? (double)x->shape.dim[1]
+        const poet_attrs *a = &n->attrs;
+        double fan_in = n->op == POET_OP_CONV2D ? (double)(x->shape.dim[1] / a->groups) * a->kh * a->kw
+                        : n->op == POET_OP_LINEAR ? (double)x->shape.dim[x->shape.ndim - 1]
                                                   : 1.0;
         double bound = 1.0 / sqrt(fan_in);
         uint64_t rng = rt_mix64(seed ^ rt_mix64((uint64_t)v + 1));
