@@ -42,7 +42,7 @@ static void rig_start(rig *r, const poet_graph *g, const char *planner, double f
     }
     if (r->plan.status != POET_PLAN_OPTIMAL && r->plan.status != POET_PLAN_FEASIBLE) return;
     if (poet_simulate(&r->p, &r->plan.schedule, &r->sim, NULL, &err)) return;
-    poet_engine_config cfg = {g, &r->p, &r->plan.schedule, storage, opt, seed, 0};
+    poet_engine_config cfg = {g, &r->p, &r->plan.schedule, storage, opt, seed, 0, NULL, NULL};
     if (poet_engine_init(&r->e, &cfg, &err)) {
         fprintf(stderr, "rig: engine: %s\n", err.msg);
         return;

@@ -139,7 +139,7 @@ static int run_runtime(void)
     p.budget_bytes = p.keep_all_peak_bytes / 2;
     poet_plan_options o = {.quiet = true};
     if (poet_plan("paging", &p, &o, &r, &err)) goto problem;
-    poet_engine_config cfg = {&g, &p, &r.schedule, NULL, poet_optimizer_default(POET_OPT_ADAM), 1, 0};
+    poet_engine_config cfg = {&g, &p, &r.schedule, NULL, poet_optimizer_default(POET_OPT_ADAM), 1, 0, NULL, NULL};
     if (r.status != POET_PLAN_FEASIBLE || poet_engine_init(&e, &cfg, &err)) goto result;
     float x[2 * 64] = {0};
     int32_t y[2] = {1, 2};

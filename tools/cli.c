@@ -85,24 +85,48 @@ bool parse_budget(const char *s, uint64_t keep_all, uint64_t *out)
 }
 
 
-/* Loads the costed graph named by --model/--device/--batch or --instance. */
-int load_instance(const char *cmd, const char *model, const char *device, const char *batch,
-                         const char *instance, poet_instance *inst)
+int load_graph(const char *cmd, const char *model, const char *onnx, int batch, poet_graph *zoo, poet_onnx_model **m,
+               const poet_graph **g)
 {
     poet_err err = {0};
-    if (!model == !instance) return usage_error(cmd, "give exactly one of --model and --instance", NULL);
-    if (instance) {
-        if (device || batch) return usage_error(cmd, "--device and --batch apply to --model only", NULL);
-        return poet_instance_read_file(instance, inst, &err) ? lib_error(&err) : 0;
+    *m = NULL;
+    if (!model == !onnx) return usage_error(cmd, "give exactly one of --model and --onnx", NULL);
+    if (model) {
+        if (poet_zoo_build(model, batch, zoo, &err)) return lib_error(&err);
+        *g = zoo;
+        return 0;
     }
-    if (!device) return usage_error(cmd, "--model needs --device", NULL);
+    poet_onnx_options o = {batch, NULL, NULL};
+    if (poet_onnx_import(onnx, &o, m, &err)) return lib_error(&err);
+    *g = poet_onnx_graph(*m);
+    return 0;
+}
+
+/* Loads the costed graph named by --model or --onnx with --device and
+ * --batch, or by --instance. */
+int load_instance(const char *cmd, const graph_src *src, poet_instance *inst)
+{
+    poet_err err = {0};
+    if ((src->model != NULL) + (src->onnx != NULL) + (src->instance != NULL) != 1)
+        return usage_error(cmd, "give exactly one of --model, --onnx and --instance", NULL);
+    if (src->instance) {
+        if (src->device || src->batch) return usage_error(cmd, "--device and --batch apply to --model and --onnx", NULL);
+        return poet_instance_read_file(src->instance, inst, &err) ? lib_error(&err) : 0;
+    }
+    if (!src->device) return usage_error(cmd, "--model and --onnx need --device", NULL);
     int b = 0;
-    if (batch && !parse_int(batch, 1, 65536, &b)) return usage_error(cmd, "--batch must be 1 to 65536, got", batch);
+    if (src->batch && !parse_int(src->batch, 1, 65536, &b))
+        return usage_error(cmd, "--batch must be 1 to 65536, got", src->batch);
     poet_device dev;
-    poet_graph g;
-    if (poet_device_find(device, &dev, &err) || poet_zoo_build(model, b, &g, &err)) return lib_error(&err);
-    poet_status st = poet_instance_from_graph(&g, &dev, inst, &err);
-    poet_graph_free(&g);
+    poet_graph zoo;
+    poet_onnx_model *m = NULL;
+    const poet_graph *g = NULL;
+    if (poet_device_find(src->device, &dev, &err)) return lib_error(&err);
+    int rc = load_graph(cmd, src->model, src->onnx, b, &zoo, &m, &g);
+    if (rc) return rc;
+    poet_status st = poet_instance_from_graph(g, &dev, inst, &err);
+    if (m) poet_onnx_free(m);
+    else poet_graph_free(&zoo);
     return st ? lib_error(&err) : 0;
 }
 

@@ -30,9 +30,24 @@ typedef struct opt {
 
 int parse_opts(const char *cmd, int argc, char **argv, opt *opts, bool *help);
 
-/* The costed graph named by --model/--device/--batch or --instance; 0 or an exit code. */
-int load_instance(const char *cmd, const char *model, const char *device, const char *batch, const char *instance,
-                  poet_instance *inst);
+/* Where a graph comes from: a zoo model or an ONNX file (with a device and
+ * a batch), or a graph file. */
+typedef struct graph_src {
+    const char *model, *onnx, *device, *batch, *instance;
+} graph_src;
+
+#define GRAPH_SRC_OPTS(s)                                                                                   \
+    {"--model", true, &(s).model, NULL}, {"--onnx", true, &(s).onnx, NULL}, {"--device", true, &(s).device, NULL}, \
+        {"--batch", true, &(s).batch, NULL}, {"--instance", true, &(s).instance, NULL}
+
+/* The training graph of a zoo model or an ONNX file (whose model, with its
+ * weights, goes to *m; NULL for a zoo model). *g points at zoo or into *m.
+ * 0 or an exit code. */
+int load_graph(const char *cmd, const char *model, const char *onnx, int batch, poet_graph *zoo, poet_onnx_model **m,
+               const poet_graph **g);
+
+/* The costed graph a graph_src names; 0 or an exit code. */
+int load_instance(const char *cmd, const graph_src *src, poet_instance *inst);
 
 int cmd_train(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);

@@ -36,9 +36,9 @@ static bool parse_chunk(const char *s, uint32_t *out)
 static int export_image(const session *s, const train_values *v, uint32_t chunk, uint8_t **img, size_t *len,
                         poet_dev_memory *need)
 {
-    poet_export_options o = {v->opt, v->seed, chunk, NULL, NULL};
+    poet_export_options o = {v->opt, v->seed, chunk, session_params(s), session_buffers(s)};
     poet_err err = {0};
-    if (poet_export_image(&s->g, &s->p, &s->plan.schedule, &o, img, len, &err) ||
+    if (poet_export_image(s->g, &s->p, &s->plan.schedule, &o, img, len, &err) ||
         poet_dev_inspect(*img, *len, need, &err))
         return lib_error(&err);
     return 0;
@@ -271,7 +271,7 @@ static void path_in(const emulation *em, const char *name, char *out, size_t cap
 /* The batches of steps 0..N-1, exactly as poet train feeds them. */
 static int write_batches(emulation *em)
 {
-    const poet_graph *g = &em->s.g;
+    const poet_graph *g = em->s.g;
     const poet_node *logits = &g->nodes[g->nodes[g->loss].inputs[0]];
     int rows = (int)logits->shape.dim[0], classes = (int)logits->shape.dim[1];
     uint64_t per = g->nodes[0].bytes / 4 / (uint64_t)rows;
@@ -404,7 +404,8 @@ static int host_weights(emulation *em, const poet_problem *p, const poet_schedul
 {
     poet_engine *e = NULL;
     poet_err err = {0};
-    poet_engine_config cfg = {&em->s.g, p, s, NULL, em->v.opt, em->v.seed, 0};
+    poet_engine_config cfg = {em->s.g, p, s, NULL, em->v.opt, em->v.seed, 0, session_params(&em->s),
+                              session_buffers(&em->s)};
     char path[4200];
     path_in(em, "data.bin", path, sizeof path);
     char *data = NULL;
@@ -476,10 +477,10 @@ static int report(emulation *em, const emulate_args *a)
                    (em->sd ? 0 : em->need.storage_bytes);
     bool same = !a->no_host && strcmp(sha, host) == 0 && strcmp(sha, keep) == 0;
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "model", em->s.g.model);
+    cJSON_AddStringToObject(o, "model", em->s.g->model);
     cJSON_AddStringToObject(o, "board", "netduinoplus2");
     cJSON_AddStringToObject(o, "profile", em->s.inst.device.name);
-    cJSON_AddNumberToObject(o, "batch", em->s.g.batch);
+    cJSON_AddNumberToObject(o, "batch", em->s.g->batch);
     cJSON_AddNumberToObject(o, "budget_bytes", (double)em->s.p.budget_bytes);
     cJSON_AddNumberToObject(o, "keep_all_peak_bytes", (double)em->s.p.keep_all_peak_bytes);
     cJSON_AddNumberToObject(o, "steps", (double)steps);
@@ -511,7 +512,7 @@ static int report(emulation *em, const emulate_args *a)
         rc = print_json(o);
     } else {
         printf("%s (batch %d) on the emulated netduinoplus2, schedule for %llu B (%s): %ld steps, loss %.4f\n",
-               em->s.g.model, em->s.g.batch, (unsigned long long)em->s.p.budget_bytes, em->v.planner, steps, loss);
+               em->s.g->model, em->s.g->batch, (unsigned long long)em->s.p.budget_bytes, em->v.planner, steps, loss);
         printf("  RAM %llu of %d B: static %g, stack %g, arena %g (peak written %g, planned %llu), persistent %g, "
                "workspace %g, control %g\n",
                (unsigned long long)ram, RAM_LIMIT_BYTES, num(dv, "ram_static_bytes"), num(dv, "stack_peak_bytes"),

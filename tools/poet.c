@@ -157,16 +157,16 @@ static int report_graph(const poet_instance *inst, const poet_instance_stats *s,
 
 static int cmd_graph(int argc, char **argv)
 {
-    const char *model = NULL, *device = NULL, *batch = NULL, *instance = NULL, *dot = NULL, *out = NULL;
+    graph_src src = {0};
+    const char *dot = NULL, *out = NULL;
     bool json = false, help = false;
-    opt opts[] = {{"--model", true, &model, NULL},     {"--device", true, &device, NULL},
-                  {"--batch", true, &batch, NULL},     {"--instance", true, &instance, NULL},
-                  {"--dot", true, &dot, NULL},         {"--out", true, &out, NULL},
-                  {"--json", false, NULL, &json},      {NULL, false, NULL, NULL}};
+    opt opts[] = {GRAPH_SRC_OPTS(src),                 {"--dot", true, &dot, NULL},
+                  {"--out", true, &out, NULL},         {"--json", false, NULL, &json},
+                  {NULL, false, NULL, NULL}};
     int rc = parse_opts("graph", argc, argv, opts, &help);
     if (rc || help) return help ? (fputs(GRAPH_HELP, stdout), 0) : rc;
     poet_instance inst;
-    if ((rc = load_instance("graph", model, device, batch, instance, &inst))) return rc;
+    if ((rc = load_instance("graph", &src, &inst))) return rc;
     poet_err err = {0};
     poet_instance_stats s;
     if (poet_instance_stats_compute(&inst, &s, &err) || (dot && poet_instance_write_dot(&inst, dot, &err)) ||
@@ -304,11 +304,11 @@ static const char PLAN_HELP[] =
 
 static int cmd_plan(int argc, char **argv)
 {
-    const char *model = NULL, *device = NULL, *batch = NULL, *instance = NULL, *budget = NULL, *factor = NULL;
+    graph_src src = {0};
+    const char *budget = NULL, *factor = NULL;
     const char *planner = NULL, *limit = NULL, *out = NULL, *threads = NULL, *mps = NULL;
     bool json = false, help = false, quiet = false, deterministic = false, no_paging = false, no_remat = false;
-    opt opts[] = {{"--model", true, &model, NULL},         {"--device", true, &device, NULL},
-                  {"--batch", true, &batch, NULL},         {"--instance", true, &instance, NULL},
+    opt opts[] = {GRAPH_SRC_OPTS(src),
                   {"--budget", true, &budget, NULL},       {"--runtime-factor", true, &factor, NULL},
                   {"--planner", true, &planner, NULL},     {"--time-limit", true, &limit, NULL},
                   {"--out", true, &out, NULL},             {"--json", false, NULL, &json},
@@ -331,7 +331,7 @@ static int cmd_plan(int argc, char **argv)
     const char *name = planner ? planner : poet_planner_default();
     if (!poet_planner_find(name)) return usage_error("plan", "unknown planner (see poet planners):", name);
     poet_instance inst;
-    if ((rc = load_instance("plan", model, device, batch, instance, &inst))) return rc;
+    if ((rc = load_instance("plan", &src, &inst))) return rc;
     poet_err err = {0};
     poet_problem p;
     uint64_t bytes = 0;
@@ -390,8 +390,7 @@ static void loaded_free(loaded *l)
 
 /* Reads a schedule, JSON or binary, and the graph it runs on: the one the
  * file embeds, or the one the graph options name (which wins). */
-static int load_schedule(const char *cmd, const char *path, const char *model, const char *device,
-                         const char *batch, const char *instance, bool need_graph, loaded *l)
+static int load_schedule(const char *cmd, const char *path, const graph_src *src, bool need_graph, loaded *l)
 {
     memset(l, 0, sizeof *l);
     poet_err err = {0};
@@ -408,10 +407,10 @@ static int load_schedule(const char *cmd, const char *path, const char *model, c
         return 1;
     }
     int rc = 0;
-    if (model || instance) {
+    if (src->model || src->onnx || src->instance) {
         poet_instance_free(&l->graph);
-        rc = load_instance(cmd, model, device, batch, instance, &l->graph);
-    } else if (device || batch) {
+        rc = load_instance(cmd, src, &l->graph);
+    } else if (src->device || src->batch) {
         rc = usage_error(cmd, "--device and --batch apply to --model only", NULL);
     } else if (need_graph && l->graph.T == 0) {
         fprintf(stderr, "poet: %s holds no graph: give --instance FILE or --model NAME --device DEV\n", path);
@@ -438,10 +437,6 @@ static int check_and_simulate(loaded *l, poet_problem *p, poet_sim *sim, poet_me
     return 0;
 }
 
-#define GRAPH_OPTS(model, device, batch, instance)                                                   \
-    {"--model", true, &model, NULL}, {"--device", true, &device, NULL}, {"--batch", true, &batch, NULL}, \
-        {"--instance", true, &instance, NULL}
-
 static const char SIMULATE_HELP[] =
     "usage: poet simulate FILE [--instance FILE | --model NAME --device DEV [--batch N]] [--json]\n"
     "Validates a saved schedule (JSON or binary) and re-derives every figure\n"
@@ -450,15 +445,16 @@ static const char SIMULATE_HELP[] =
 
 static int cmd_simulate(int argc, char **argv)
 {
-    const char *model = NULL, *device = NULL, *batch = NULL, *instance = NULL, *file = NULL;
+    graph_src src = {0};
+    const char *file = NULL;
     bool json = false, help = false;
     if (argc > 0 && argv[0][0] != '-') file = argv[0], argc--, argv++;
-    opt opts[] = {GRAPH_OPTS(model, device, batch, instance), {"--json", false, NULL, &json}, {NULL, false, NULL, NULL}};
+    opt opts[] = {GRAPH_SRC_OPTS(src), {"--json", false, NULL, &json}, {NULL, false, NULL, NULL}};
     int rc = parse_opts("simulate", argc, argv, opts, &help);
     if (rc || help) return help ? (fputs(SIMULATE_HELP, stdout), 0) : rc;
     if (!file) return usage_error("simulate", "give the schedule file first", NULL);
     loaded l;
-    if ((rc = load_schedule("simulate", file, model, device, batch, instance, true, &l))) return rc;
+    if ((rc = load_schedule("simulate", file, &src, true, &l))) return rc;
     poet_problem p;
     poet_sim sim;
     if (!(rc = check_and_simulate(&l, &p, &sim, NULL))) {
@@ -513,11 +509,12 @@ static int convert_png(const char *svg, const char *png)
 
 static int cmd_show(int argc, char **argv)
 {
-    const char *model = NULL, *device = NULL, *batch = NULL, *instance = NULL, *file = NULL, *svg = NULL,
+    graph_src src = {0};
+    const char *file = NULL, *svg = NULL,
                *png = NULL;
     bool help = false;
     if (argc > 0 && argv[0][0] != '-') file = argv[0], argc--, argv++;
-    opt opts[] = {GRAPH_OPTS(model, device, batch, instance), {"--svg", true, &svg, NULL},
+    opt opts[] = {GRAPH_SRC_OPTS(src), {"--svg", true, &svg, NULL},
                   {"--png", true, &png, NULL}, {NULL, false, NULL, NULL}};
     int rc = parse_opts("show", argc, argv, opts, &help);
     if (rc || help) return help ? (fputs(SHOW_HELP, stdout), 0) : rc;
@@ -528,7 +525,7 @@ static int cmd_show(int argc, char **argv)
         svg = default_svg;
     }
     loaded l;
-    if ((rc = load_schedule("show", file, model, device, batch, instance, true, &l))) return rc;
+    if ((rc = load_schedule("show", file, &src, true, &l))) return rc;
     poet_problem p;
     poet_sim sim;
     poet_mem_trace trace = {0};
@@ -557,7 +554,7 @@ static int cmd_encode(int argc, char **argv)
     if (rc || help) return help ? (fputs(ENCODE_HELP, stdout), 0) : rc;
     if (!file || !out) return usage_error("encode", "give the schedule file and --out BIN", NULL);
     loaded l;
-    if ((rc = load_schedule("encode", file, NULL, NULL, NULL, NULL, false, &l))) return rc;
+    if ((rc = load_schedule("encode", file, &(graph_src){0}, false, &l))) return rc;
     uint8_t *data = NULL;
     size_t len = 0;
     poet_err err = {0};
@@ -577,15 +574,16 @@ static const char DECODE_HELP[] =
 
 static int cmd_decode(int argc, char **argv)
 {
-    const char *model = NULL, *device = NULL, *batch = NULL, *instance = NULL, *file = NULL, *out = NULL;
+    graph_src src = {0};
+    const char *file = NULL, *out = NULL;
     bool help = false;
     if (argc > 0 && argv[0][0] != '-') file = argv[0], argc--, argv++;
-    opt opts[] = {GRAPH_OPTS(model, device, batch, instance), {"--out", true, &out, NULL}, {NULL, false, NULL, NULL}};
+    opt opts[] = {GRAPH_SRC_OPTS(src), {"--out", true, &out, NULL}, {NULL, false, NULL, NULL}};
     int rc = parse_opts("decode", argc, argv, opts, &help);
     if (rc || help) return help ? (fputs(DECODE_HELP, stdout), 0) : rc;
     if (!file || !out) return usage_error("decode", "give the binary file and --out FILE", NULL);
     loaded l;
-    if ((rc = load_schedule("decode", file, model, device, batch, instance, false, &l))) return rc;
+    if ((rc = load_schedule("decode", file, &src, false, &l))) return rc;
     poet_err err = {0};
     if (l.graph.T && l.s.graph_hash && poet_instance_hash(&l.graph) != l.s.graph_hash) {
         fprintf(stderr, "poet: %s was planned for a different graph than the one given\n", file);

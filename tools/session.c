@@ -10,7 +10,8 @@
 int train_opts_check(const char *cmd, const train_opts *t, train_values *v)
 {
     *v = (train_values){0, 1, 1.5, 0, poet_optimizer_default(POET_OPT_SGD), NULL, NULL};
-    if (!t->model || !t->device || !t->budget) return usage_error(cmd, "--model, --device and --budget are required", NULL);
+    if (!t->model == !t->onnx) return usage_error(cmd, "give exactly one of --model and --onnx", NULL);
+    if (!t->device || !t->budget) return usage_error(cmd, "--device and --budget are required", NULL);
     if (t->batch && !parse_int(t->batch, 1, 65536, &v->batch))
         return usage_error(cmd, "--batch must be 1 to 65536, got", t->batch);
     char *end = NULL;
@@ -32,7 +33,7 @@ int train_opts_check(const char *cmd, const train_opts *t, train_values *v)
     }
     v->planner = t->planner ? t->planner : poet_planner_default();
     if (!poet_planner_find(v->planner)) return usage_error(cmd, "unknown planner (see poet planners):", v->planner);
-    const poet_model_info *info = poet_zoo_find(t->model);
+    const poet_model_info *info = t->model ? poet_zoo_find(t->model) : NULL;
     if (info && !info->trainable)
         return usage_error(cmd, "this model is plan-only (see poet models for trainable ones):", t->model);
     v->data = t->data ? t->data : info ? info->dataset : NULL;
@@ -44,15 +45,17 @@ int session_plan(const char *cmd, session *s, const train_opts *t, const train_v
     poet_err err = {0};
     poet_device dev;
     memset(s, 0, sizeof *s);
-    if (poet_device_find(t->device, &dev, &err) || poet_zoo_build(t->model, v->batch, &s->g, &err) ||
-        poet_instance_from_graph(&s->g, &dev, &s->inst, &err) || poet_problem_init(&s->p, &s->inst, 0, v->rho, &err))
+    if (poet_device_find(t->device, &dev, &err)) return lib_error(&err);
+    int rc = load_graph(cmd, t->model, t->onnx, v->batch, &s->zoo, &s->onnx, &s->g);
+    if (rc) return rc;
+    if (poet_instance_from_graph(s->g, &dev, &s->inst, &err) || poet_problem_init(&s->p, &s->inst, 0, v->rho, &err))
         return lib_error(&err);
     if (!parse_budget(t->budget, s->p.keep_all_peak_bytes, &s->p.budget_bytes))
         return usage_error(cmd, "--budget must be bytes (up to 2^53) or a percentage like 50%, got", t->budget);
     poet_plan_options o = {v->time_limit_s, 1, true, true, false, false, NULL};
     if (poet_plan(v->planner, &s->p, &o, &s->plan, &err)) return lib_error(&err);
     if (s->plan.status != POET_PLAN_OPTIMAL && s->plan.status != POET_PLAN_FEASIBLE) {
-        fprintf(stderr, "poet: cannot train %s under %llu B: planner %s says %s%s%s\n", t->model,
+        fprintf(stderr, "poet: cannot train %s under %llu B: planner %s says %s%s%s\n", t->model ? t->model : t->onnx,
                 (unsigned long long)s->p.budget_bytes, v->planner, poet_plan_status_str(s->plan.status),
                 s->plan.note[0] ? ": " : "", s->plan.note);
         return 1;
@@ -65,6 +68,19 @@ void session_free(session *s)
     poet_plan_result_free(&s->plan);
     poet_problem_free(&s->p);
     poet_instance_free(&s->inst);
-    poet_graph_free(&s->g);
+    if (s->onnx) poet_onnx_free(s->onnx);
+    else poet_graph_free(&s->zoo);
     memset(s, 0, sizeof *s);
+}
+
+const float *session_params(const session *s)
+{
+    uint64_t n;
+    return s->onnx ? poet_onnx_params(s->onnx, &n) : NULL;
+}
+
+const float *session_buffers(const session *s)
+{
+    uint64_t n;
+    return s->onnx ? poet_onnx_buffers(s->onnx, &n) : NULL;
 }

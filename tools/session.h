@@ -7,12 +7,12 @@
 
 /* The options that say what to train and how. */
 typedef struct train_opts {
-    const char *model, *device, *budget, *data, *data_dir, *planner, *factor, *batch, *seed, *optimizer, *lr;
+    const char *model, *onnx, *device, *budget, *data, *data_dir, *planner, *factor, *batch, *seed, *optimizer, *lr;
     const char *time_limit;
 } train_opts;
 
 #define TRAIN_OPTS(t)                                                                                                \
-    {"--model", true, &(t).model, NULL}, {"--device", true, &(t).device, NULL},                                     \
+    {"--model", true, &(t).model, NULL}, {"--onnx", true, &(t).onnx, NULL}, {"--device", true, &(t).device, NULL}, \
         {"--budget", true, &(t).budget, NULL}, {"--data", true, &(t).data, NULL},                                   \
         {"--data-dir", true, &(t).data_dir, NULL}, {"--planner", true, &(t).planner, NULL},                         \
         {"--runtime-factor", true, &(t).factor, NULL}, {"--batch", true, &(t).batch, NULL},                         \
@@ -33,7 +33,9 @@ int train_opts_check(const char *cmd, const train_opts *t, train_values *v);
 
 /* A model planned for a device and a budget. */
 typedef struct session {
-    poet_graph g;
+    const poet_graph *g;    /* the zoo model's, or the imported one's */
+    poet_graph zoo;
+    poet_onnx_model *onnx;  /* an imported model with its weights, or NULL */
     poet_instance inst;
     poet_problem p;
     poet_plan_result plan;
@@ -43,6 +45,9 @@ typedef struct session {
 /* Builds, plans and simulates; an infeasible budget is explained (with the
  * smallest budget that would work) and returns 1. 0 or an exit code. */
 int session_plan(const char *cmd, session *s, const train_opts *t, const train_values *v);
+/* The imported model's weights and buffers, or NULL (a zoo model: from the seed). */
+const float *session_params(const session *s);
+const float *session_buffers(const session *s);
 void session_free(session *s);
 
 #endif

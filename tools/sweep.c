@@ -222,7 +222,8 @@ static void on_point(void *ctx, const poet_sweep_point *pt)
 }
 
 typedef struct sweep_args {
-    const char *model, *device, *batch, *instance, *from, *to, *points, *factors, *series, *limit, *svg;
+    graph_src src;
+    const char *from, *to, *points, *factors, *series, *limit, *svg;
     bool json, quiet;
 } sweep_args;
 
@@ -281,8 +282,7 @@ int cmd_sweep(int argc, char **argv)
 {
     sweep_args a = {0};
     bool help = false;
-    opt opts[] = {{"--model", true, &a.model, NULL},     {"--device", true, &a.device, NULL},
-                  {"--batch", true, &a.batch, NULL},     {"--instance", true, &a.instance, NULL},
+    opt opts[] = {GRAPH_SRC_OPTS(a.src),
                   {"--from", true, &a.from, NULL},       {"--to", true, &a.to, NULL},
                   {"--points", true, &a.points, NULL},   {"--runtime-factor", true, &a.factors, NULL},
                   {"--series", true, &a.series, NULL},   {"--time-limit", true, &a.limit, NULL},
@@ -291,7 +291,7 @@ int cmd_sweep(int argc, char **argv)
     int rc = parse_opts("sweep", argc, argv, opts, &help);
     if (rc || help) return help ? (fputs(SWEEP_HELP, stdout), 0) : rc;
     poet_instance inst;
-    if ((rc = load_instance("sweep", a.model, a.device, a.batch, a.instance, &inst))) return rc;
+    if ((rc = load_instance("sweep", &a.src, &inst))) return rc;
     rc = run_sweep(&a, &inst);
     poet_instance_free(&inst);
     return rc;

@@ -11,13 +11,13 @@
 #include "session.h"
 
 static const char TRAIN_HELP[] =
-    "usage: poet train --model NAME --device DEV --budget BYTES|PCT%\n"
+    "usage: poet train (--model NAME | --onnx FILE) --device DEV --budget BYTES|PCT%\n"
     "                  [--data NAME] [--data-dir DIR] [--planner NAME] [--runtime-factor F]\n"
     "                  [--time-limit S]\n"
     "                  [--epochs N | --steps N] [--batch N] [--seed S]\n"
     "                  [--optimizer sgd|adam] [--lr X]\n"
     "                  [--checkpoint DIR] [--checkpoint-every N] [--resume]\n"
-    "                  [--storage FILE] [--json] [--quiet]\n"
+    "                  [--storage FILE] [--onnx-out FILE] [--json] [--quiet]\n"
     "Plans a schedule for one training iteration under the budget (bytes, or a\n"
     "percentage of the keep-all activation peak), then trains the model on real\n"
     "data inside an arena of the planned size, paging to a storage file and\n"
@@ -30,11 +30,14 @@ static const char TRAIN_HELP[] =
     "                      and every N steps (--checkpoint-every, default 100)\n"
     "  --resume            continue from DIR/checkpoint.poet, bit-exactly\n"
     "  --storage FILE      the file standing in for flash (default: DIR/storage.bin,\n"
-    "                      or a temporary file)\n";
+    "                      or a temporary file)\n"
+    "  --onnx FILE         your model (docs/onnx.md): its initializers are the initial\n"
+    "                      weights; --data is required\n"
+    "  --onnx-out FILE     write the ONNX model with the trained weights (--onnx only)\n";
 
 typedef struct train_args {
     train_opts t;
-    const char *epochs, *steps, *checkpoint, *every, *storage;
+    const char *epochs, *steps, *checkpoint, *every, *storage, *onnx_out;
     bool json, resume, quiet;
 } train_args;
 
@@ -68,6 +71,8 @@ static int check_args(const train_args *a, parsed *p)
     if (a->every && !parse_long(a->every, 1, 1000000000L, &p->every))
         return usage_error(cmd, "--checkpoint-every must be 1 to 1e9 steps, got", a->every);
     if (a->resume && !a->checkpoint) return usage_error(cmd, "--resume needs --checkpoint DIR", NULL);
+    if (a->onnx_out && !a->t.onnx) return usage_error(cmd, "--onnx-out needs --onnx FILE", NULL);
+    if (!p->v.data) return usage_error(cmd, "give --data (digits or fashion-mnist) for this model", NULL);
     return 0;
 }
 
@@ -116,11 +121,23 @@ static int start_engine(run *r, const parsed *q)
     uint64_t cap = 0;
     for (int i = 0; i < r->s.inst.T; i++) cap += r->s.inst.nodes[i].bytes; /* enough for any schedule */
     if (poet_storage_open_file(r->storage, r->s.sim.paged_out_bytes ? cap : 0, &st, &err)) return lib_error(&err);
-    poet_engine_config cfg = {&r->s.g, &r->s.p, &r->s.plan.schedule, &st, q->v.opt, q->v.seed, 0};
+    poet_engine_config cfg = {r->s.g, &r->s.p, &r->s.plan.schedule, &st, q->v.opt, q->v.seed, 0, session_params(&r->s),
+                              session_buffers(&r->s)};
     if (poet_engine_init(&r->e, &cfg, &err)) {
         poet_storage_close(&st);
         return lib_error(&err);
     }
+    return 0;
+}
+
+/* The imported model with the trained weights and statistics. */
+static int write_onnx(run *r, const char *path)
+{
+    if (!path) return 0;
+    poet_err err = {0};
+    uint64_t n;
+    poet_dev *d = poet_engine_device(r->e);
+    if (poet_onnx_write(r->s.onnx, poet_dev_weights(d, &n), poet_dev_state(d, &n), path, &err)) return lib_error(&err);
     return 0;
 }
 
@@ -159,7 +176,7 @@ static int report(const run *r, const train_args *a, const poet_train_report *tr
     poet_engine_weights_sha256(r->e, sha);
     const char *planner = a->t.planner ? a->t.planner : poet_planner_default();
     if (!json) {
-        printf("%s on %s (%s), planner %s: budget %llu B of keep-all %llu B\n", a->t.model, r->s.inst.device.name,
+        printf("%s on %s (%s), planner %s: budget %llu B of keep-all %llu B\n", r->s.g->model, r->s.inst.device.name,
                r->d.name, planner, (unsigned long long)r->s.p.budget_bytes, (unsigned long long)r->s.p.keep_all_peak_bytes);
         printf("  trained %ld steps (from step %ld): final loss %.4f, test loss %.4f, test accuracy %.2f%%\n", tr->steps,
                tr->resumed_at, tr->final_loss, tr->test_loss, 100 * tr->test_accuracy);
@@ -175,7 +192,7 @@ static int report(const run *r, const train_args *a, const poet_train_report *tr
         return 0;
     }
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "model", a->t.model);
+    cJSON_AddStringToObject(o, "model", r->s.g->model);
     cJSON_AddStringToObject(o, "data", r->d.name);
     cJSON_AddStringToObject(o, "device", r->s.inst.device.name);
     cJSON_AddStringToObject(o, "planner", planner);
@@ -220,6 +237,7 @@ int cmd_train(int argc, char **argv)
                   {"--epochs", true, &a.epochs, NULL},     {"--steps", true, &a.steps, NULL},
                   {"--checkpoint", true, &a.checkpoint, NULL},
                   {"--checkpoint-every", true, &a.every, NULL}, {"--storage", true, &a.storage, NULL},
+                  {"--onnx-out", true, &a.onnx_out, NULL},
                   {"--json", false, NULL, &a.json},        {"--resume", false, NULL, &a.resume},
                   {"--quiet", false, NULL, &a.quiet},      {NULL, false, NULL, NULL}};
     int rc = parse_opts("train", argc, argv, opts, &help);
@@ -241,7 +259,8 @@ int cmd_train(int argc, char **argv)
             rc = lib_error(&err);
             cJSON_Delete(pc.epochs);
         } else {
-            rc = report(&r, &a, &tr, pc.epochs, a.json);
+            rc = write_onnx(&r, a.onnx_out);
+            rc = rc ? rc : report(&r, &a, &tr, pc.epochs, a.json);
         }
     }
     run_free(&r);

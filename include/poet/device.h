@@ -112,6 +112,9 @@ poet_status poet_dev_step(poet_dev *d, const float *x, const int32_t *labels, fl
 poet_status poet_dev_eval(poet_dev *d, const float *x, const int32_t *labels, int rows, float *loss_sum,
                           int *correct, poet_err *err);
 
+/* The logits of a batch in inference mode, rows x classes floats. */
+poet_status poet_dev_predict(poet_dev *d, const float *x, float *logits, poet_err *err);
+
 const poet_dev_stats *poet_dev_get_stats(const poet_dev *d);
 
 /* The arena's first byte, so that a port can paint it and measure the
@@ -131,8 +134,12 @@ poet_status poet_dev_state_load(poet_dev *d, const void *src, size_t len, poet_e
 /* Direct access, for tests and for exporting: a forward node's parameters
  * (or their gradients) and batch norm statistics. NULL for other nodes. */
 float *poet_dev_params(poet_dev *d, int node, bool gradient, uint64_t *count);
-/* All trainable weights, in node order (what poet_dev_weights_sha256 hashes). */
+/* All trainable weights, in node order (what poet_dev_weights_sha256
+ * hashes), or their gradients from the last step; and all buffers (batch
+ * norm statistics, constants). */
 const float *poet_dev_weights(const poet_dev *d, uint64_t *count);
+const float *poet_dev_gradients(const poet_dev *d, uint64_t *count);
+const float *poet_dev_state(const poet_dev *d, uint64_t *count);
 float *poet_dev_buffers(poet_dev *d, int node, uint64_t *count);
 uint64_t poet_dev_seed(const poet_dev *d);
 uint32_t poet_dev_graph_hash(const poet_dev *d);

@@ -9,6 +9,7 @@
 #include "poet/plan.h"
 #include "poet/runtime.h"
 #include "poet/file.h"
+#include "poet/onnx.h"
 
 #define POET_VERSION "0.1.0"
 

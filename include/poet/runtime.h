@@ -105,6 +105,8 @@ typedef struct poet_engine_config {
     poet_optimizer optimizer;
     uint64_t seed;               /* initial weights and dropout masks */
     uint32_t chunk_positions;    /* kernels' scratch (poet_export_options); 0: the fastest */
+    const float *params;         /* initial weights (an imported model's), or NULL: from the seed */
+    const float *buffers;        /* initial batch norm statistics and constants, or NULL */
 } poet_engine_config;
 
 poet_status poet_engine_init(poet_engine **out, const poet_engine_config *cfg, poet_err *err);
@@ -122,7 +124,11 @@ poet_status poet_engine_step(poet_engine *e, const float *x, const int32_t *labe
  * predictions over the first `rows` rows (the rest is padding). */
 poet_status poet_engine_eval(poet_engine *e, const float *x, const int32_t *labels, int rows, double *loss_sum,
                              int *correct, poet_err *err);
+/* The logits of a batch in inference mode, rows x classes floats. */
+poet_status poet_engine_predict(poet_engine *e, const float *x, float *logits, poet_err *err);
 const poet_engine_stats *poet_engine_get_stats(const poet_engine *e);
+/* The device library the engine runs (weights, gradients, buffers). */
+poet_dev *poet_engine_device(poet_engine *e);
 /* Rows of a batch, input floats per row, and classes of the loss. */
 void poet_engine_batch_shape(const poet_engine *e, int *rows, uint64_t *numel_per_row, int *classes);
 uint64_t poet_engine_seed(const poet_engine *e);

@@ -512,15 +512,25 @@ poet_status poet_dev_step(poet_dev *d, const float *x, const int32_t *labels, fl
     return POET_OK;
 }
 
-poet_status poet_dev_eval(poet_dev *d, const float *x, const int32_t *labels, int rows, float *loss_sum, int *correct,
-                          poet_err *err)
+/* Inference in the same arena: the logits and the loss stay live to the end. */
+static poet_status infer(poet_dev *d, const float *x, const int32_t *labels, const float **logits, const float **loss,
+                         poet_err *err)
 {
     poet_status st = load_batch(d, x, labels, err);
     if (!st) st = run_program(d, &d->h->eval, false, NULL, err);
     if (st) return st;
     const kbuffer *bufs = buffers_of(d, &d->h->eval);
-    const float *logits = tensor(d, bufs, d->nodes[d->h->loss].inputs[0]), *l = tensor(d, bufs, (int)d->h->loss);
-    if (!logits || !l) return poet_fail(err, POET_ERR_INVALID, "device image: inference frees the logits or the loss");
+    *logits = tensor(d, bufs, d->nodes[d->h->loss].inputs[0]), *loss = tensor(d, bufs, (int)d->h->loss);
+    if (!*logits || !*loss) return poet_fail(err, POET_ERR_INVALID, "device image: inference frees the logits or the loss");
+    return POET_OK;
+}
+
+poet_status poet_dev_eval(poet_dev *d, const float *x, const int32_t *labels, int rows, float *loss_sum, int *correct,
+                          poet_err *err)
+{
+    const float *logits, *l;
+    poet_status st = infer(d, x, labels, &logits, &l, err);
+    if (st) return st;
     float s = 0.0f;
     int ok = 0, C = (int)d->h->classes;
     for (int r = 0; r < rows && r < (int)d->h->rows; r++) {
@@ -534,6 +544,15 @@ poet_status poet_dev_eval(poet_dev *d, const float *x, const int32_t *labels, in
     *loss_sum = s;
     *correct = ok;
     return POET_OK;
+}
+
+poet_status poet_dev_predict(poet_dev *d, const float *x, float *out, poet_err *err)
+{
+    const float *logits, *l;
+    memset(d->labels, 0, 4ull * d->h->rows); /* the loss is computed too; any class will do */
+    poet_status st = infer(d, x, d->labels, &logits, &l, err);
+    if (!st) memcpy(out, logits, 4ull * d->h->rows * d->h->classes);
+    return st;
 }
 
 void poet_dev_batch_shape(const poet_dev *d, int *rows, uint64_t *numel_per_row, int *classes)
@@ -553,6 +572,18 @@ const float *poet_dev_weights(const poet_dev *d, uint64_t *count)
 {
     *count = d->h->n_params;
     return d->params;
+}
+
+const float *poet_dev_gradients(const poet_dev *d, uint64_t *count)
+{
+    *count = d->h->n_params;
+    return d->grads;
+}
+
+const float *poet_dev_state(const poet_dev *d, uint64_t *count)
+{
+    *count = d->h->n_state;
+    return d->state;
 }
 
 const poet_dev_stats *poet_dev_get_stats(const poet_dev *d) { return &d->stats; }

@@ -100,7 +100,7 @@ static poet_status open_storage(poet_engine *e, const poet_engine_config *cfg, u
 
 static poet_status setup(poet_engine *e, const poet_engine_config *cfg, poet_err *err)
 {
-    poet_export_options o = {cfg->optimizer, cfg->seed, cfg->chunk_positions, NULL, NULL};
+    poet_export_options o = {cfg->optimizer, cfg->seed, cfg->chunk_positions, cfg->params, cfg->buffers};
     poet_dev_memory need;
     long transfers = 0;
     poet_status st;
@@ -184,6 +184,13 @@ const poet_engine_stats *poet_engine_get_stats(const poet_engine *e)
     for (int k = 0; k < POET_OP_COUNT; k++) s->host_op_s[k] = d->op_s[k] + d->grad_op_s[k];
     return s;
 }
+
+poet_status poet_engine_predict(poet_engine *e, const float *x, float *logits, poet_err *err)
+{
+    return poet_dev_predict(e->dev, x, logits, err);
+}
+
+poet_dev *poet_engine_device(poet_engine *e) { return e->dev; }
 
 const uint8_t *poet_engine_image(const poet_engine *e, size_t *len)
 {

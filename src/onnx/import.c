@@ -1,0 +1,1064 @@
+/* ONNX in: the model's graph into poet's ops, its initializers into poet's
+ * weights (docs/onnx.md). Nodes are read in the file's order, which ONNX
+ * requires to be topological; a node whose inputs are all known is folded
+ * into a constant; the rest map to poet's op registry. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "poet/file.h"
+
+typedef struct importer {
+    const Onnx__GraphProto *gp;
+    int opset;
+    poet_onnx_model *m;
+    value *vals;
+    int n_vals, cap_vals;
+    int *slot; /* open-addressing index into vals by name */
+    int slots;
+    int *uses; /* per value: consumers in the graph, graph outputs included */
+    bool *skip; /* ONNX nodes a pattern already mapped */
+    uint64_t cap_params, cap_buffers;
+    int cap_bind;
+    int batch, folded;
+    poet_err *err;
+} importer;
+
+/* ---- names ---- */
+
+static uint32_t hash_name(const char *s)
+{
+    uint32_t h = 2166136261u;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 16777619u;
+    return h;
+}
+
+static int find(const importer *im, const char *name)
+{
+    if (!name || !*name) return -1;
+    for (uint32_t k = hash_name(name) & (uint32_t)(im->slots - 1);; k = (k + 1) & (uint32_t)(im->slots - 1)) {
+        int v = im->slot[k];
+        if (v < 0) return -1;
+        if (strcmp(im->vals[v].name, name) == 0) return v;
+    }
+}
+
+static poet_status grow_slots(importer *im)
+{
+    int slots = im->slots ? 2 * im->slots : 1024;
+    int *slot = malloc((size_t)slots * sizeof *slot);
+    if (!slot) return poet_fail(im->err, POET_ERR_NOMEM, "out of memory reading the ONNX graph");
+    for (int k = 0; k < slots; k++) slot[k] = -1;
+    for (int v = 0; v < im->n_vals; v++) {
+        uint32_t k = hash_name(im->vals[v].name) & (uint32_t)(slots - 1);
+        while (slot[k] >= 0) k = (k + 1) & (uint32_t)(slots - 1);
+        slot[k] = v;
+    }
+    free(im->slot);
+    im->slot = slot;
+    im->slots = slots;
+    return POET_OK;
+}
+
+/* Adds a value, or returns the placeholder a reader created for the name;
+ * a name produced twice is refused. Returns its index or -1. */
+static int define(importer *im, const char *name)
+{
+    int v = find(im, name);
+    if (v >= 0 && (im->vals[v].known || im->vals[v].node >= 0))
+        return poet_fail(im->err, POET_ERR_PARSE, "the name '%s' is produced twice (the graph is not valid ONNX)",
+                         name), -1;
+    if (v >= 0) return v;
+    if ((im->n_vals + 1) * 2 > im->slots && grow_slots(im)) return -1;
+    if (im->n_vals == im->cap_vals) {
+        int cap = im->cap_vals ? 2 * im->cap_vals : 256;
+        value *p = realloc(im->vals, (size_t)cap * sizeof *p);
+        if (!p) return poet_fail(im->err, POET_ERR_NOMEM, "out of memory reading the ONNX graph"), -1;
+        im->vals = p;
+        im->cap_vals = cap;
+    }
+    char *copy = malloc(strlen(name) + 1);
+    if (!copy) return poet_fail(im->err, POET_ERR_NOMEM, "out of memory reading the ONNX graph"), -1;
+    strcpy(copy, name);
+    v = im->n_vals++;
+    im->vals[v] = (value){copy, -1, false, {0}, {FROM_NONE, -1}};
+    uint32_t k = hash_name(name) & (uint32_t)(im->slots - 1);
+    while (im->slot[k] >= 0) k = (k + 1) & (uint32_t)(im->slots - 1);
+    im->slot[k] = v;
+    return v;
+}
+
+static const char *node_label(const Onnx__NodeProto *np)
+{
+    return np->name && *np->name ? np->name : np->n_output ? np->output[0] : "";
+}
+
+static poet_status refuse(importer *im, const Onnx__NodeProto *np, const char *what)
+{
+    return poet_fail(im->err, POET_ERR_UNSUPPORTED, "node '%s' (%s): %s", node_label(np), np->op_type, what);
+}
+
+static bool is_op(const Onnx__NodeProto *np, const char *op) { return strcmp(np->op_type, op) == 0; }
+
+static const char *input_name(const Onnx__NodeProto *np, int j)
+{
+    return j < (int)np->n_input && np->input[j] && *np->input[j] ? np->input[j] : NULL;
+}
+
+/* Input j as a value, or NULL (absent optional input) after an error when required. */
+static const value *input_value(importer *im, const Onnx__NodeProto *np, int j, bool required)
+{
+    const char *name = input_name(np, j);
+    int v = name ? find(im, name) : -1;
+    if (v >= 0 && !im->vals[v].known && im->vals[v].node < 0) v = -1; /* named, not produced yet */
+    if (v < 0 && (required || name))
+        poet_fail(im->err, POET_ERR_PARSE, "node '%s' (%s): input '%s' is not computed before it (dangling, or the "
+                  "graph is not in topological order)", node_label(np), np->op_type, name ? name : "(missing)");
+    return v < 0 ? NULL : &im->vals[v];
+}
+
+/* Input j as a poet node (an activation); -1 after an error. */
+static int activation(importer *im, const Onnx__NodeProto *np, int j)
+{
+    const value *v = input_value(im, np, j, true);
+    if (!v) return -1;
+    if (v->node < 0) {
+        refuse(im, np, "an input poet needs computed at training time is a constant here");
+        return -1;
+    }
+    return v->node;
+}
+
+/* Input j as a known tensor; NULL after an error when required. */
+static const tensor *known(importer *im, const Onnx__NodeProto *np, int j, bool required)
+{
+    const value *v = input_value(im, np, j, required);
+    if (!v) return NULL;
+    if (!v->known) {
+        refuse(im, np, "an input poet needs as a constant or initializer is computed at training time");
+        return NULL;
+    }
+    return &v->t;
+}
+
+static const value *known_value(importer *im, const Onnx__NodeProto *np, int j)
+{
+    return known(im, np, j, true) ? &im->vals[find(im, input_name(np, j))] : NULL;
+}
+
+/* ---- poet nodes and their weights ---- */
+
+static poet_status reserve_floats(importer *im, float **p, uint64_t *cap, uint64_t need)
+{
+    if (need <= *cap) return POET_OK;
+    uint64_t c = *cap ? *cap : 4096;
+    while (c < need) c *= 2;
+    float *q = realloc(*p, (size_t)c * sizeof *q);
+    if (!q) return poet_fail(im->err, POET_ERR_NOMEM, "out of memory for the model's weights");
+    *p = q;
+    *cap = c;
+    return POET_OK;
+}
+
+/* Adds a poet node for the ONNX output `out`; its parameters and buffers are
+ * zero until fill() writes them. Returns the node or -1. */
+static int add_node(importer *im, poet_op op, const int *inputs, int n_inputs, const poet_attrs *a, const char *out)
+{
+    poet_graph *g = &im->m->graph;
+    char name[POET_NAME_BYTES];
+    snprintf(name, sizeof name, "%.*s", POET_NAME_BYTES - 1, out);
+    int v = poet_graph_add(g, op, inputs, n_inputs, a, name);
+    if (v < 0) return poet_fail(im->err, g->err.status, "%s", g->err.msg), -1;
+    const poet_node *n = &g->nodes[v];
+    if (reserve_floats(im, &im->m->params, &im->cap_params, im->m->n_params + n->params) ||
+        reserve_floats(im, &im->m->buffers, &im->cap_buffers, im->m->n_buffers + n->buffers))
+        return -1;
+    memset(im->m->params + im->m->n_params, 0, (size_t)n->params * sizeof(float));
+    memset(im->m->buffers + im->m->n_buffers, 0, (size_t)n->buffers * sizeof(float));
+    im->m->n_params += n->params;
+    im->m->n_buffers += n->buffers;
+    return v;
+}
+
+/* Names output k of np as poet node v. */
+static poet_status name_output(importer *im, const Onnx__NodeProto *np, int k, int v)
+{
+    int at = k < (int)np->n_output ? define(im, np->output[k]) : -1;
+    if (at < 0) return im->err->status ? im->err->status : refuse(im, np, "an output is missing");
+    im->vals[at].node = v;
+    return POET_OK;
+}
+
+/* Copies tensor t into the last node's parameters (or buffers) at offset,
+ * transposed from [rows][cols] when rows > 0, and records where it goes
+ * back to. */
+static poet_status fill(importer *im, const value *src, bool buffer, uint64_t offset, int64_t rows, int64_t cols)
+{
+    const poet_node *n = &im->m->graph.nodes[im->m->graph.n_nodes - 1];
+    const tensor *t = &src->t;
+    uint64_t count = buffer ? n->buffers : n->params;
+    float *base = (buffer ? im->m->buffers + im->m->n_buffers : im->m->params + im->m->n_params) - count + offset;
+    if (offset + t->n > count)
+        return poet_fail(im->err, POET_ERR_INVALID, "tensor '%s' does not fit node '%s'", src->name, n->name);
+    for (uint64_t k = 0; k < t->n; k++) {
+        float v = (float)tensor_real(t, k);
+        if (rows > 0) base[(k % (uint64_t)cols) * (uint64_t)rows + k / (uint64_t)cols] = v;
+        else base[k] = v;
+    }
+    if (src->from.kind == FROM_NONE) return POET_OK; /* a folded constant: nothing to write back */
+    if (im->m->n_bind == im->cap_bind) {
+        int cap = im->cap_bind ? 2 * im->cap_bind : 64;
+        binding *b = realloc(im->m->bind, (size_t)cap * sizeof *b);
+        if (!b) return poet_fail(im->err, POET_ERR_NOMEM, "out of memory reading the ONNX graph");
+        im->m->bind = b;
+        im->cap_bind = cap;
+    }
+    uint64_t first = (buffer ? im->m->n_buffers : im->m->n_params) - count;
+    im->m->bind[im->m->n_bind++] = (binding){src->from, buffer, first + offset, t->n, rows, cols};
+    return POET_OK;
+}
+
+/* ---- the ops ---- */
+
+static int64_t prod(const int64_t *d, int n)
+{
+    int64_t p = 1;
+    for (int k = 0; k < n; k++) p *= d[k];
+    return p;
+}
+
+static const poet_shape *shape_of(const importer *im, int node) { return &im->m->graph.nodes[node].shape; }
+
+/* kernel_shape, strides, pads, dilations of a 2-d window. */
+static poet_status window_attrs(importer *im, const Onnx__NodeProto *np, poet_attrs *a, bool pool)
+{
+    int nk, ns, np_, nd;
+    const int64_t *k = attr_ints(np, "kernel_shape", &nk), *s = attr_ints(np, "strides", &ns);
+    const int64_t *p = attr_ints(np, "pads", &np_), *d = attr_ints(np, "dilations", &nd);
+    const Onnx__AttributeProto *ap = attr_find(np, "auto_pad");
+    if (ap && ap->has_s && !(ap->s.len == 6 && memcmp(ap->s.data, "NOTSET", 6) == 0) &&
+        !(ap->s.len == 5 && memcmp(ap->s.data, "VALID", 5) == 0))
+        return refuse(im, np, "auto_pad SAME_UPPER or SAME_LOWER is not supported (export with explicit pads)");
+    if ((nk >= 0 && nk != 2) || (ns >= 0 && ns != 2) || (np_ >= 0 && np_ != 4) || (nd >= 0 && nd != 2))
+        return refuse(im, np, "only 2-d windows (N, C, H, W) are supported");
+    if (pool && attr_int(np, "ceil_mode", 0)) return refuse(im, np, "ceil_mode 1 is not supported");
+    if (pool && nd >= 0 && (d[0] != 1 || d[1] != 1)) return refuse(im, np, "pools with dilation are not supported");
+    if (nk < 0 && pool) return refuse(im, np, "kernel_shape is required");
+    if (nk >= 0) a->kh = (int32_t)k[0], a->kw = (int32_t)k[1];
+    a->sh = ns >= 0 ? (int32_t)s[0] : 1, a->sw = ns >= 0 ? (int32_t)s[1] : 1;
+    if (np_ >= 0) a->pt = (int32_t)p[0], a->pl = (int32_t)p[1], a->pb = (int32_t)p[2], a->pr = (int32_t)p[3];
+    a->dh = nd >= 0 ? (int32_t)d[0] : 1, a->dw = nd >= 0 ? (int32_t)d[1] : 1;
+    return POET_OK;
+}
+
+static poet_status map_conv(importer *im, const Onnx__NodeProto *np)
+{
+    int x = activation(im, np, 0);
+    const value *w = x < 0 ? NULL : known_value(im, np, 1);
+    if (!w) return im->err->status;
+    const value *b = input_name(np, 2) ? known_value(im, np, 2) : NULL;
+    if (input_name(np, 2) && !b) return im->err->status;
+    if (w->t.ndim != 4) return refuse(im, np, "its weights are not 4-d (only 2-d convolutions are supported)");
+    poet_attrs a = {.features = (int32_t)w->t.dims[0], .groups = (int32_t)attr_int(np, "group", 1),
+                    .kh = (int32_t)w->t.dims[2], .kw = (int32_t)w->t.dims[3], .flags = b ? 0 : POET_ATTR_NO_BIAS};
+    poet_status st = window_attrs(im, np, &a, false);
+    if (st) return st;
+    if (a.kh != w->t.dims[2] || a.kw != w->t.dims[3]) return refuse(im, np, "kernel_shape differs from the weights'");
+    int v = add_node(im, POET_OP_CONV2D, &x, 1, &a, np->output[0]);
+    if (v < 0) return im->err->status;
+    if (w->t.n + (b ? b->t.n : 0) != im->m->graph.nodes[v].params)
+        return refuse(im, np, "its weights or bias do not fit its input's channels and groups");
+    if ((st = fill(im, w, false, 0, 0, 0)) || (b && (st = fill(im, b, false, w->t.n, 0, 0)))) return st;
+    return name_output(im, np, 0, v);
+}
+
+/* A linear layer from weights kept [out][in] (transposed: [in][out]) and an
+ * optional bias of `out` values. */
+static poet_status add_linear(importer *im, const Onnx__NodeProto *np, int x, const value *w, bool transposed,
+                              const value *bias, const char *out_name, const Onnx__NodeProto *named, int named_output)
+{
+    if (w->t.ndim != 2 || !w->t.is_float) return refuse(im, np, "its weights are not a 2-d float tensor");
+    int64_t fin = transposed ? w->t.dims[0] : w->t.dims[1], fout = transposed ? w->t.dims[1] : w->t.dims[0];
+    const poet_shape *xs = shape_of(im, x);
+    if (xs->dim[xs->ndim - 1] != fin) return refuse(im, np, "its weights do not fit its input's last dimension");
+    if (bias && bias->t.n != (uint64_t)fout) return refuse(im, np, "its bias does not have one value per output");
+    poet_attrs a = {.features = (int32_t)fout, .flags = bias ? 0 : POET_ATTR_NO_BIAS};
+    int v = add_node(im, POET_OP_LINEAR, &x, 1, &a, out_name);
+    if (v < 0) return im->err->status;
+    poet_status st = fill(im, w, false, 0, transposed ? fin : 0, transposed ? fout : 0);
+    if (!st && bias) st = fill(im, bias, false, (uint64_t)(fin * fout), 0, 0);
+    return st ? st : name_output(im, named, named_output, v);
+}
+
+static poet_status map_gemm(importer *im, const Onnx__NodeProto *np)
+{
+    if (attr_int(np, "transA", 0) || attr_float(np, "alpha", 1.0f) != 1.0f || attr_float(np, "beta", 1.0f) != 1.0f)
+        return refuse(im, np, "only Gemm with transA 0, alpha 1 and beta 1 is supported");
+    int x = activation(im, np, 0);
+    const value *w = x < 0 ? NULL : known_value(im, np, 1);
+    if (!w) return im->err->status;
+    const value *c = input_name(np, 2) ? known_value(im, np, 2) : NULL;
+    if (input_name(np, 2) && !c) return im->err->status;
+    if (shape_of(im, x)->ndim != 2) return refuse(im, np, "its input is not 2-d");
+    return add_linear(im, np, x, w, attr_int(np, "transB", 0) == 0, c, np->output[0], np, 0);
+}
+
+/* The Add that follows a MatMul with a weight, when it adds a bias to it
+ * and nothing else reads the product: fused into one linear layer. */
+static int bias_add_after(importer *im, int at, const char *product, int64_t features, const value **bias)
+{
+    if (find(im, product) < 0 ? false : im->uses[find(im, product)] != 1) return -1;
+    for (int k = at + 1; k < (int)im->gp->n_node; k++) {
+        const Onnx__NodeProto *n = im->gp->node[k];
+        if (!is_op(n, "Add") || n->n_input != 2) continue;
+        int side = input_name(n, 0) && strcmp(n->input[0], product) == 0 ? 0
+                   : input_name(n, 1) && strcmp(n->input[1], product) == 0 ? 1 : -1;
+        if (side < 0) continue;
+        int b = find(im, input_name(n, 1 - side));
+        if (b < 0 || !im->vals[b].known || !im->vals[b].t.is_float || im->vals[b].t.n != (uint64_t)features ||
+            im->vals[b].t.dims[im->vals[b].t.ndim - 1] != features)
+            return -1;
+        *bias = &im->vals[b];
+        return k;
+    }
+    return -1;
+}
+
+static poet_status map_matmul(importer *im, const Onnx__NodeProto *np, int at)
+{
+    const value *a = input_value(im, np, 0, true), *b = a ? input_value(im, np, 1, true) : NULL;
+    if (!b) return im->err->status;
+    if (a->node >= 0 && b->node >= 0) {
+        int in[2] = {a->node, b->node};
+        int v = add_node(im, POET_OP_MATMUL, in, 2, NULL, np->output[0]);
+        return v < 0 ? im->err->status : name_output(im, np, 0, v);
+    }
+    if (a->node < 0 || b->t.ndim != 2) return refuse(im, np, "only x @ W with a 2-d W, or a product of two activations");
+    const value *bias = NULL;
+    int add = bias_add_after(im, at, np->output[0], b->t.dims[1], &bias);
+    if (add < 0) return add_linear(im, np, a->node, b, true, NULL, np->output[0], np, 0);
+    im->skip[add] = true;
+    const Onnx__NodeProto *addn = im->gp->node[add];
+    return add_linear(im, np, a->node, b, true, bias, addn->output[0], addn, 0);
+}
+
+static poet_status map_binary(importer *im, const Onnx__NodeProto *np, poet_op op)
+{
+    const value *a = input_value(im, np, 0, true), *b = a ? input_value(im, np, 1, true) : NULL;
+    if (!b) return im->err->status;
+    if (a->node >= 0 && b->node >= 0) {
+        int in[2] = {a->node, b->node};
+        int v = add_node(im, op, in, 2, NULL, np->output[0]);
+        return v < 0 ? im->err->status : name_output(im, np, 0, v);
+    }
+    bool left = a->node < 0;
+    const value *operand = left ? a : b;
+    int x = left ? b->node : a->node;
+    if (operand->t.ndim > POET_MAX_DIMS) return refuse(im, np, "a constant operand of more than 4 dimensions");
+    /* an initializer is a trained parameter (PyTorch exports them so); a
+     * Constant, or what folded from constants, stays constant */
+    bool param = operand->from.kind != FROM_NONE && operand->t.is_float;
+    poet_attrs at = {.ndim = operand->t.ndim ? operand->t.ndim : 1,
+                     .flags = (param ? POET_ATTR_OPERAND_PARAM : POET_ATTR_OPERAND_CONST) | (left ? POET_ATTR_OPERAND_LEFT : 0)};
+    at.dim[0] = 1;
+    for (int k = 0; k < operand->t.ndim; k++) at.dim[k] = (int32_t)operand->t.dims[k];
+    int v = add_node(im, op, &x, 1, &at, np->output[0]);
+    if (v < 0) return im->err->status;
+    poet_status st = fill(im, operand, !param, 0, 0, 0);
+    return st ? st : name_output(im, np, 0, v);
+}
+
+static poet_status map_unary(importer *im, const Onnx__NodeProto *np, poet_op op, const poet_attrs *a)
+{
+    int x = activation(im, np, 0);
+    if (x < 0) return im->err->status;
+    int v = add_node(im, op, &x, 1, a, np->output[0]);
+    return v < 0 ? im->err->status : name_output(im, np, 0, v);
+}
+
+static poet_status map_clip(importer *im, const Onnx__NodeProto *np)
+{
+    poet_attrs a = {.alpha = attr_float(np, "min", -3.4028235e38f), .beta = attr_float(np, "max", 3.4028235e38f)};
+    for (int j = 1; j <= 2; j++) {
+        if (!input_name(np, j)) continue;
+        const tensor *t = known(im, np, j, true);
+        if (!t) return im->err->status;
+        if (t->n != 1) return refuse(im, np, "min and max must be scalars");
+        *(j == 1 ? &a.alpha : &a.beta) = (float)tensor_real(t, 0);
+    }
+    return map_unary(im, np, POET_OP_CLIP, &a);
+}
+
+static poet_status map_batchnorm(importer *im, const Onnx__NodeProto *np)
+{
+    if (attr_int(np, "training_mode", 0)) return refuse(im, np, "training_mode 1 is not supported (export in eval mode)");
+    for (int k = 1; k < (int)np->n_output; k++)
+        if (np->output[k] && *np->output[k] && find(im, np->output[k]) >= 0 && im->uses[find(im, np->output[k])])
+            return refuse(im, np, "its running mean and variance outputs are not supported");
+    int x = activation(im, np, 0);
+    const value *w[4];
+    for (int j = 1; j <= 4 && x >= 0; j++)
+        if (!(w[j - 1] = known_value(im, np, j))) return im->err->status;
+    if (x < 0) return im->err->status;
+    poet_attrs a = {.eps = attr_float(np, "epsilon", 1e-5f), .momentum = 1.0f - attr_float(np, "momentum", 0.9f)};
+    if (a.momentum == 0) a.momentum = 1e-7f; /* 0 means "the default" to the registry; ONNX's momentum 1 freezes */
+    int v = add_node(im, POET_OP_BATCHNORM2D, &x, 1, &a, np->output[0]);
+    if (v < 0) return im->err->status;
+    uint64_t c = (uint64_t)shape_of(im, x)->dim[1];
+    for (int j = 0; j < 4; j++)
+        if (w[j]->t.n != c) return refuse(im, np, "scale, bias, mean and variance need one value per channel");
+    poet_status st;
+    if ((st = fill(im, w[0], false, 0, 0, 0)) || (st = fill(im, w[1], false, c, 0, 0)) ||
+        (st = fill(im, w[2], true, 0, 0, 0)) || (st = fill(im, w[3], true, c, 0, 0)))
+        return st;
+    return name_output(im, np, 0, v);
+}
+
+/* LayerNormalization (opset 17), or the pattern PyTorch exports it as below
+ * opset 17: ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt, Div, then an
+ * optional Mul by the scale and Add of the bias. */
+static poet_status add_layernorm(importer *im, const Onnx__NodeProto *np, int x, float eps, const value *gamma,
+                                 const value *beta, const Onnx__NodeProto *named)
+{
+    const poet_shape *xs = shape_of(im, x);
+    uint64_t d = (uint64_t)xs->dim[xs->ndim - 1];
+    if ((gamma && gamma->t.n != d) || (beta && beta->t.n != d))
+        return refuse(im, np, "scale and bias need one value per element of the last dimension");
+    poet_attrs a = {.eps = eps, .flags = gamma ? 0 : POET_ATTR_NO_AFFINE};
+    int v = add_node(im, POET_OP_LAYERNORM, &x, 1, &a, named->output[0]);
+    if (v < 0) return im->err->status;
+    poet_status st = POET_OK;
+    if (gamma) st = fill(im, gamma, false, 0, 0, 0);
+    if (!st && gamma && beta) st = fill(im, beta, false, d, 0, 0); /* a missing beta stays 0 */
+    return st ? st : name_output(im, named, 0, v);
+}
+
+static poet_status map_layernorm(importer *im, const Onnx__NodeProto *np)
+{
+    if (attr_int(np, "axis", -1) != -1) return refuse(im, np, "only axis -1 (the last dimension) is supported");
+    int x = activation(im, np, 0);
+    const value *g = x < 0 ? NULL : known_value(im, np, 1);
+    if (!g) return im->err->status;
+    const value *b = input_name(np, 2) ? known_value(im, np, 2) : NULL;
+    return add_layernorm(im, np, x, attr_float(np, "epsilon", 1e-5f), g, b, np);
+}
+
+/* The node after `from` that reads `name` as input `slot`, with op `op`. */
+static int next_reader(const importer *im, int from, const char *name, const char *op)
+{
+    for (int k = from + 1; k < (int)im->gp->n_node; k++) {
+        const Onnx__NodeProto *n = im->gp->node[k];
+        for (size_t j = 0; j < n->n_input; j++)
+            if (n->input[j] && strcmp(n->input[j], name) == 0) return is_op(n, op) ? k : -1;
+    }
+    return -1;
+}
+
+static bool reduces_last(const Onnx__NodeProto *n, int rank)
+{
+    int na;
+    const int64_t *axes = attr_ints(n, "axes", &na);
+    return na == 1 && (axes[0] == -1 || axes[0] == rank - 1) && attr_int(n, "keepdims", 1) == 1;
+}
+
+static const value *known_operand(importer *im, const Onnx__NodeProto *n, const char *activation_name)
+{
+    for (int j = 0; j < 2 && j < (int)n->n_input; j++) {
+        if (n->input[j] && strcmp(n->input[j], activation_name) == 0) continue;
+        int v = find(im, n->input[j]);
+        return v >= 0 && im->vals[v].known ? &im->vals[v] : NULL;
+    }
+    return NULL;
+}
+
+static poet_status map_layernorm_pattern(importer *im, const Onnx__NodeProto *np, int at)
+{
+    int x = activation(im, np, 0);
+    if (x < 0) return im->err->status;
+    int rank = shape_of(im, x)->ndim;
+    const char *what = "ReduceMean is supported only as the start of a layer norm over the last dimension";
+    int sub = next_reader(im, at, np->output[0], "Sub");
+    if (!reduces_last(np, rank) || sub < 0 || strcmp(im->gp->node[sub]->input[0], np->input[0]) != 0)
+        return refuse(im, np, what);
+    const char *d = im->gp->node[sub]->output[0];
+    int pw = next_reader(im, sub, d, "Pow");
+    int mean2 = pw < 0 ? -1 : next_reader(im, pw, im->gp->node[pw]->output[0], "ReduceMean");
+    int add = mean2 < 0 ? -1 : next_reader(im, mean2, im->gp->node[mean2]->output[0], "Add");
+    int sq = add < 0 ? -1 : next_reader(im, add, im->gp->node[add]->output[0], "Sqrt");
+    int div = sq < 0 ? -1 : next_reader(im, sq, im->gp->node[sq]->output[0], "Div");
+    if (div < 0 || !reduces_last(im->gp->node[mean2], rank) || strcmp(im->gp->node[div]->input[0], d) != 0)
+        return refuse(im, np, what);
+    const value *two = known_operand(im, im->gp->node[pw], d);
+    const value *eps = known_operand(im, im->gp->node[add], im->gp->node[mean2]->output[0]);
+    if (!two || two->t.n != 1 || tensor_real(&two->t, 0) != 2.0 || !eps || eps->t.n != 1) return refuse(im, np, what);
+    int steps[] = {at, sub, pw, mean2, add, sq, div};
+    for (size_t k = 0; k < sizeof steps / sizeof *steps; k++) im->skip[steps[k]] = true;
+    const Onnx__NodeProto *last = im->gp->node[div];
+    const value *gamma = NULL, *beta = NULL;
+    int mul = next_reader(im, div, last->output[0], "Mul");
+    if (mul >= 0 && (gamma = known_operand(im, im->gp->node[mul], last->output[0]))) {
+        im->skip[mul] = true;
+        last = im->gp->node[mul];
+        int badd = next_reader(im, mul, last->output[0], "Add");
+        if (badd >= 0 && (beta = known_operand(im, im->gp->node[badd], last->output[0]))) {
+            im->skip[badd] = true;
+            last = im->gp->node[badd];
+        }
+    }
+    return add_layernorm(im, np, x, (float)tensor_real(&eps->t, 0), gamma, beta, last);
+}
+
+static poet_status map_pool(importer *im, const Onnx__NodeProto *np, bool max)
+{
+    if (max && np->n_output > 1 && np->output[1] && *np->output[1])
+        return refuse(im, np, "the Indices output is not supported");
+    if (max && attr_int(np, "storage_order", 0)) return refuse(im, np, "storage_order 1 is not supported");
+    poet_attrs a = {.flags = !max && attr_int(np, "count_include_pad", 0) ? POET_ATTR_COUNT_PAD : 0};
+    poet_status st = window_attrs(im, np, &a, true);
+    return st ? st : map_unary(im, np, max ? POET_OP_MAXPOOL2D : POET_OP_AVGPOOL2D, &a);
+}
+
+/* Reshape to dims: a node, or nothing when the shape does not change. */
+static poet_status reshape_to(importer *im, const Onnx__NodeProto *np, int x, const int64_t *dims, int ndim)
+{
+    if (ndim < 1 || ndim > POET_MAX_DIMS) return refuse(im, np, "a result of more than 4 dimensions is not supported");
+    const poet_shape *s = shape_of(im, x);
+    bool same = s->ndim == ndim;
+    for (int k = 0; same && k < ndim; k++) same = s->dim[k] == dims[k];
+    if (same) return name_output(im, np, 0, x);
+    poet_attrs a = {.ndim = ndim};
+    for (int k = 0; k < ndim; k++) a.dim[k] = (int32_t)dims[k];
+    int v = add_node(im, POET_OP_RESHAPE, &x, 1, &a, np->output[0]);
+    return v < 0 ? im->err->status : name_output(im, np, 0, v);
+}
+
+static poet_status map_reshape(importer *im, const Onnx__NodeProto *np)
+{
+    int x = activation(im, np, 0);
+    const tensor *shape = x < 0 ? NULL : known(im, np, 1, true);
+    if (!shape) return im->err->status;
+    const poet_shape *s = shape_of(im, x);
+    int64_t in[POET_MAX_DIMS], dims[TENSOR_MAX_DIMS];
+    for (int k = 0; k < s->ndim; k++) in[k] = s->dim[k];
+    int nd;
+    poet_status st = reshape_target(np, in, s->ndim, shape, dims, &nd, im->err);
+    return st ? st : reshape_to(im, np, x, dims, nd);
+}
+
+static poet_status map_flatten(importer *im, const Onnx__NodeProto *np)
+{
+    int x = activation(im, np, 0);
+    if (x < 0) return im->err->status;
+    const poet_shape *s = shape_of(im, x);
+    int64_t axis = attr_int(np, "axis", 1), in[POET_MAX_DIMS];
+    if (axis < 0) axis += s->ndim;
+    if (axis < 0 || axis > s->ndim) return refuse(im, np, "axis out of range");
+    for (int k = 0; k < s->ndim; k++) in[k] = s->dim[k];
+    int64_t dims[2] = {prod(in, (int)axis), prod(in + axis, s->ndim - (int)axis)};
+    return reshape_to(im, np, x, dims, 2);
+}
+
+/* Squeeze and Unsqueeze of an activation: a reshape. */
+static poet_status map_squeeze(importer *im, const Onnx__NodeProto *np)
+{
+    int x = activation(im, np, 0);
+    if (x < 0) return im->err->status;
+    const tensor *axes = input_name(np, 1) ? known(im, np, 1, true) : NULL;
+    if (input_name(np, 1) && !axes) return im->err->status;
+    const poet_shape *s = shape_of(im, x);
+    int64_t in[POET_MAX_DIMS], dims[TENSOR_MAX_DIMS];
+    int nd;
+    for (int k = 0; k < s->ndim; k++) in[k] = s->dim[k];
+    poet_status st = squeeze_dims(np, in, s->ndim, axes, dims, &nd, im->err);
+    return st ? st : reshape_to(im, np, x, dims, nd);
+}
+
+static poet_status map_transpose(importer *im, const Onnx__NodeProto *np)
+{
+    int x = activation(im, np, 0);
+    if (x < 0) return im->err->status;
+    int r = shape_of(im, x)->ndim, n;
+    const int64_t *perm = attr_ints(np, "perm", &n);
+    if (n >= 0 && n != r) return refuse(im, np, "perm has another length than the input's rank");
+    poet_attrs a = {0};
+    for (int k = 0; k < r; k++) a.perm[k] = (int32_t)(n >= 0 ? perm[k] : r - 1 - k);
+    return map_unary(im, np, POET_OP_TRANSPOSE, &a);
+}
+
+static poet_status map_concat(importer *im, const Onnx__NodeProto *np)
+{
+    if (np->n_input > POET_MAX_INPUTS) return refuse(im, np, "more than 8 inputs");
+    int in[POET_MAX_INPUTS];
+    for (int j = 0; j < (int)np->n_input; j++)
+        if ((in[j] = activation(im, np, j)) < 0) return im->err->status;
+    poet_attrs a = {.axis = (int32_t)attr_int(np, "axis", 0)};
+    int v = add_node(im, POET_OP_CONCAT, in, (int)np->n_input, &a, np->output[0]);
+    return v < 0 ? im->err->status : name_output(im, np, 0, v);
+}
+
+/* One slice node of [start, end) on axis, named as output k. */
+static poet_status add_slice(importer *im, const Onnx__NodeProto *np, int x, int axis, int64_t start, int64_t end, int k)
+{
+    const poet_shape *s = shape_of(im, x);
+    if (start == 0 && end == s->dim[axis]) return name_output(im, np, k, x);
+    poet_attrs a = {.axis = axis, .start = (int32_t)start, .end = (int32_t)end};
+    int v = add_node(im, POET_OP_SLICE, &x, 1, &a, np->output[k]);
+    return v < 0 ? im->err->status : name_output(im, np, k, v);
+}
+
+static poet_status map_split(importer *im, const Onnx__NodeProto *np)
+{
+    int x = activation(im, np, 0);
+    if (x < 0) return im->err->status;
+    const poet_shape *s = shape_of(im, x);
+    int64_t axis = attr_int(np, "axis", 0);
+    if (axis < 0) axis += s->ndim;
+    if (axis < 0 || axis >= s->ndim) return refuse(im, np, "axis out of range");
+    int n_out = (int)np->n_output, na;
+    const int64_t *attr = attr_ints(np, "split", &na);
+    const tensor *sizes = np->n_input > 1 && input_name(np, 1) ? known(im, np, 1, true) : NULL;
+    if (np->n_input > 1 && input_name(np, 1) && !sizes) return im->err->status;
+    int64_t at = 0, size = s->dim[axis];
+    for (int k = 0; k < n_out; k++) {
+        int64_t len = sizes ? (k < (int)sizes->n ? tensor_int(sizes, (uint64_t)k) : -1)
+                      : na >= 0 ? (k < na ? attr[k] : -1)
+                                : size / n_out;
+        if (len <= 0 || at + len > size || (!sizes && na < 0 && size % n_out))
+            return refuse(im, np, "split sizes do not add up to the axis");
+        poet_status st = add_slice(im, np, x, (int)axis, at, at + len, k);
+        if (st) return st;
+        at += len;
+    }
+    return at == size ? POET_OK : refuse(im, np, "split sizes do not add up to the axis");
+}
+
+/* Slice of an activation: one contiguous range on each axis it names. */
+static poet_status map_slice(importer *im, const Onnx__NodeProto *np)
+{
+    int x = activation(im, np, 0);
+    const tensor *starts = x < 0 ? NULL : known(im, np, 1, true), *ends = starts ? known(im, np, 2, true) : NULL;
+    if (!ends) return im->err->status;
+    const tensor *axes = input_name(np, 3) ? known(im, np, 3, true) : NULL, *steps = input_name(np, 4) ? known(im, np, 4, true) : NULL;
+    if ((input_name(np, 3) && !axes) || (input_name(np, 4) && !steps)) return im->err->status;
+    int cur = x, changed = 0;
+    for (uint64_t j = 0; j < starts->n; j++) {
+        const poet_shape *s = shape_of(im, cur);
+        int64_t axis = axes ? tensor_int(axes, j) : (int64_t)j;
+        if (axis < 0) axis += s->ndim;
+        if (axis < 0 || axis >= s->ndim || j >= ends->n) return refuse(im, np, "an axis out of range");
+        if (steps && tensor_int(steps, j) != 1) return refuse(im, np, "steps other than 1 are not supported");
+        int64_t d = s->dim[axis], b = tensor_int(starts, j), e = tensor_int(ends, j);
+        b = b < 0 ? b + d : b, e = e < 0 ? e + d : e;
+        b = b < 0 ? 0 : b > d ? d : b, e = e < 0 ? 0 : e > d ? d : e;
+        if (e <= b) return refuse(im, np, "an empty slice");
+        if (b == 0 && e == d) continue;
+        if (changed++) return refuse(im, np, "slices along more than one axis are not supported");
+        poet_attrs a = {.axis = (int32_t)axis, .start = (int32_t)b, .end = (int32_t)e};
+        if ((cur = add_node(im, POET_OP_SLICE, &cur, 1, &a, np->output[0])) < 0) return im->err->status;
+    }
+    return name_output(im, np, 0, cur);
+}
+
+static poet_status map_softmax(importer *im, const Onnx__NodeProto *np)
+{
+    int x = activation(im, np, 0);
+    if (x < 0) return im->err->status;
+    int r = shape_of(im, x)->ndim;
+    int64_t axis = attr_int(np, "axis", im->opset >= 13 ? -1 : 1);
+    if (axis < 0) axis += r;
+    if (im->opset < 13 && axis != r - 1)
+        return refuse(im, np, "below opset 13 only softmax over the last axis is supported");
+    poet_attrs a = {.axis = (int32_t)axis};
+    return map_unary(im, np, POET_OP_SOFTMAX, &a);
+}
+
+static poet_status map_dropout(importer *im, const Onnx__NodeProto *np)
+{
+    int mask = np->n_output > 1 && np->output[1] ? find(im, np->output[1]) : -1;
+    if (mask >= 0 && im->uses[mask] > 0) return refuse(im, np, "the mask output is not supported");
+    float p = attr_float(np, "ratio", 0.5f);
+    if (input_name(np, 1)) {
+        const tensor *t = known(im, np, 1, true);
+        if (!t) return im->err->status;
+        p = (float)tensor_real(t, 0);
+    }
+    poet_attrs a = {.p = p};
+    return map_unary(im, np, POET_OP_DROPOUT, &a);
+}
+
+/* Identity of an activation renames it; of an initializer, it is a weight of
+ * its own (exporters merge equal initializers through Identity). */
+static poet_status map_identity(importer *im, const Onnx__NodeProto *np, int at)
+{
+    const value *x = input_value(im, np, 0, true);
+    if (!x) return im->err->status;
+    if (x->node >= 0) return name_output(im, np, 0, x->node);
+    tensor copy = {0};
+    poet_status st = fold_node(np, &(fold_input){&x->t, NULL}, 1, im->opset, &copy, im->err);
+    if (st) return st;
+    int v = define(im, np->output[0]);
+    if (v < 0) return tensor_free(&copy), im->err->status;
+    im->vals[v].known = true;
+    im->vals[v].t = copy;
+    im->vals[v].from = x->from.kind == FROM_NONE ? x->from : (origin){FROM_IDENTITY, at};
+    return POET_OK;
+}
+
+/* ---- a node ---- */
+
+static bool all_known(importer *im, const Onnx__NodeProto *np)
+{
+    for (size_t j = 0; j < np->n_input; j++) {
+        int v = input_name(np, (int)j) ? find(im, np->input[j]) : -1;
+        if (input_name(np, (int)j) && (v < 0 || !im->vals[v].known)) return false;
+    }
+    return np->n_input > 0;
+}
+
+static poet_status fold(importer *im, const Onnx__NodeProto *np)
+{
+    fold_input in[16] = {{0}};
+    int n = (int)np->n_input < 16 ? (int)np->n_input : 16;
+    for (int j = 0; j < n; j++) {
+        int v = input_name(np, j) ? find(im, np->input[j]) : -1;
+        if (v >= 0) in[j] = (fold_input){im->vals[v].known ? &im->vals[v].t : NULL,
+                                         im->vals[v].node >= 0 ? shape_of(im, im->vals[v].node) : NULL};
+    }
+    tensor t;
+    poet_status st = fold_node(np, in, n, im->opset, &t, im->err);
+    if (st) return st;
+    int v = define(im, np->output[0]);
+    if (v < 0) return tensor_free(&t), im->err->status;
+    im->vals[v].known = true;
+    im->vals[v].t = t;
+    im->folded++;
+    return POET_OK;
+}
+
+static poet_status map_constant(importer *im, const Onnx__NodeProto *np)
+{
+    const Onnx__AttributeProto *a = attr_find(np, "value");
+    tensor t = {0};
+    poet_status st;
+    if (a && a->t) {
+        st = tensor_from_proto(a->t, &t, node_label(np), im->err);
+    } else if ((a = attr_find(np, "value_float")) || (a = attr_find(np, "value_int"))) {
+        t = (tensor){.is_float = a->has_f, .ndim = 0, .n = 1};
+        if (t.is_float) st = (t.f = malloc(sizeof *t.f)) ? (t.f[0] = a->f, POET_OK) : POET_ERR_NOMEM;
+        else st = (t.i = malloc(sizeof *t.i)) ? (t.i[0] = a->i, POET_OK) : POET_ERR_NOMEM;
+        if (st) return poet_fail(im->err, st, "out of memory");
+    } else if ((a = attr_find(np, "value_ints")) || (a = attr_find(np, "value_floats"))) {
+        bool f = a->n_floats > 0;
+        int64_t n = (int64_t)(f ? a->n_floats : a->n_ints);
+        t = (tensor){.is_float = f, .ndim = 1, .dims = {n}, .n = (uint64_t)n};
+        st = (f ? (void *)(t.f = calloc((size_t)n + 1, sizeof *t.f)) : (void *)(t.i = calloc((size_t)n + 1, sizeof *t.i)))
+                 ? POET_OK
+                 : poet_fail(im->err, POET_ERR_NOMEM, "out of memory");
+        for (int64_t k = 0; !st && k < n; k++) {
+            if (f) t.f[k] = a->floats[k];
+            else t.i[k] = a->ints[k];
+        }
+    } else {
+        return refuse(im, np, "a Constant without a value poet reads");
+    }
+    if (st) return st;
+    int v = define(im, np->output[0]);
+    if (v < 0) return tensor_free(&t), im->err->status;
+    im->vals[v].known = true;
+    im->vals[v].t = t;
+    return POET_OK;
+}
+
+typedef struct unary_op {
+    const char *name;
+    poet_op op;
+} unary_op;
+
+static const unary_op UNARY[] = {{"Relu", POET_OP_RELU},     {"Sigmoid", POET_OP_SIGMOID}, {"Tanh", POET_OP_TANH},
+                                 {"Erf", POET_OP_ERF},       {"HardSwish", POET_OP_HARDSWISH},
+                                 {"GlobalAveragePool", POET_OP_GLOBAL_AVGPOOL}};
+
+static poet_status map_node(importer *im, const Onnx__NodeProto *np, int at)
+{
+    if (np->domain && *np->domain && strcmp(np->domain, "ai.onnx") != 0)
+        return refuse(im, np, "ops outside the default ONNX domain are not supported");
+    if (np->n_output < 1 || !np->output[0] || !*np->output[0]) return refuse(im, np, "no output");
+    if (is_op(np, "Constant")) return map_constant(im, np);
+    if (is_op(np, "Identity")) return map_identity(im, np, at);
+    if (all_known(im, np) || is_op(np, "Shape")) return fold(im, np);
+    for (size_t k = 0; k < sizeof UNARY / sizeof *UNARY; k++)
+        if (is_op(np, UNARY[k].name))
+            return map_unary(im, np, UNARY[k].op,
+                             &(poet_attrs){.flags = UNARY[k].op == POET_OP_GLOBAL_AVGPOOL ? POET_ATTR_KEEPDIMS : 0});
+    if (is_op(np, "Conv")) return map_conv(im, np);
+    if (is_op(np, "Gemm")) return map_gemm(im, np);
+    if (is_op(np, "MatMul")) return map_matmul(im, np, at);
+    if (is_op(np, "Add")) return map_binary(im, np, POET_OP_ADD);
+    if (is_op(np, "Sub")) return map_binary(im, np, POET_OP_SUB);
+    if (is_op(np, "Mul")) return map_binary(im, np, POET_OP_MUL);
+    if (is_op(np, "Div")) return map_binary(im, np, POET_OP_DIV);
+    if (is_op(np, "Clip")) return map_clip(im, np);
+    if (is_op(np, "HardSigmoid"))
+        return map_unary(im, np, POET_OP_HARDSIGMOID,
+                         &(poet_attrs){.alpha = attr_float(np, "alpha", 0.2f), .beta = attr_float(np, "beta", 0.5f)});
+    if (is_op(np, "BatchNormalization")) return map_batchnorm(im, np);
+    if (is_op(np, "LayerNormalization")) return map_layernorm(im, np);
+    if (is_op(np, "ReduceMean")) return map_layernorm_pattern(im, np, at);
+    if (is_op(np, "MaxPool")) return map_pool(im, np, true);
+    if (is_op(np, "AveragePool")) return map_pool(im, np, false);
+    if (is_op(np, "Flatten")) return map_flatten(im, np);
+    if (is_op(np, "Reshape")) return map_reshape(im, np);
+    if (is_op(np, "Squeeze") || is_op(np, "Unsqueeze")) return map_squeeze(im, np);
+    if (is_op(np, "Transpose")) return map_transpose(im, np);
+    if (is_op(np, "Concat")) return map_concat(im, np);
+    if (is_op(np, "Split")) return map_split(im, np);
+    if (is_op(np, "Slice")) return map_slice(im, np);
+    if (is_op(np, "Softmax")) return map_softmax(im, np);
+    if (is_op(np, "Dropout")) return map_dropout(im, np);
+    if (is_op(np, "Cast")) {
+        int to = (int)attr_int(np, "to", ONNX_FLOAT);
+        if (to != ONNX_FLOAT) return refuse(im, np, "a cast of an activation to another type than float");
+        int x = activation(im, np, 0);
+        return x < 0 ? im->err->status : name_output(im, np, 0, x);
+    }
+    return refuse(im, np, "this op is not supported (docs/onnx.md lists those that are)");
+}
+
+/* ---- the graph ---- */
+
+static poet_status read_initializers(importer *im)
+{
+    for (size_t k = 0; k < im->gp->n_initializer; k++) {
+        const Onnx__TensorProto *p = im->gp->initializer[k];
+        if (!p->name || !*p->name) return poet_fail(im->err, POET_ERR_PARSE, "initializer %zu has no name", k);
+        tensor t;
+        poet_status st = tensor_from_proto(p, &t, "initializer", im->err);
+        if (st) return st;
+        int v = define(im, p->name);
+        if (v < 0) return tensor_free(&t), im->err->status;
+        im->vals[v].known = true;
+        im->vals[v].t = t;
+        im->vals[v].from = (origin){FROM_INITIALIZER, (int)k};
+    }
+    return POET_OK;
+}
+
+/* The data input: named, or the first graph input that is no initializer. */
+static poet_status read_input(importer *im, const poet_onnx_options *o)
+{
+    const Onnx__ValueInfoProto *in = NULL;
+    for (size_t k = 0; k < im->gp->n_input && !in; k++) {
+        const Onnx__ValueInfoProto *vi = im->gp->input[k];
+        if (!vi->name) continue;
+        if (o && o->input ? strcmp(vi->name, o->input) == 0 : find(im, vi->name) < 0) in = vi;
+    }
+    if (!in) return poet_fail(im->err, POET_ERR_NOT_FOUND, "the model has no input %s%s%s", o && o->input ? "named '" : "",
+                              o && o->input ? o->input : "besides its initializers", o && o->input ? "'" : "");
+    const Onnx__TypeProto *tp = in->type;
+    const Onnx__TensorShapeProto *sp = tp && tp->tensor_type ? tp->tensor_type->shape : NULL;
+    if (!tp || !tp->tensor_type || tp->tensor_type->elem_type != ONNX_FLOAT || !sp)
+        return poet_fail(im->err, POET_ERR_UNSUPPORTED, "input '%s' is not a float tensor of known rank", in->name);
+    if (sp->n_dim < 1 || sp->n_dim > POET_MAX_DIMS)
+        return poet_fail(im->err, POET_ERR_UNSUPPORTED, "input '%s' has %zu dimensions (1 to 4 are supported)", in->name,
+                         sp->n_dim);
+    poet_attrs a = {.ndim = (int32_t)sp->n_dim};
+    for (size_t k = 0; k < sp->n_dim; k++) {
+        const Onnx__TensorShapeProto__Dimension *d = sp->dim[k];
+        bool fixed = d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && d->dim_value > 0;
+        if (k == 0) {
+            int want = o && o->batch > 0 ? o->batch : fixed ? (int)d->dim_value : 1;
+            if (fixed && want != d->dim_value)
+                return poet_fail(im->err, POET_ERR_UNSUPPORTED,
+                                 "input '%s' was exported with batch %lld; give --batch %lld, or export with a dynamic "
+                                 "batch axis (dynamic_axes) to train at another", in->name, (long long)d->dim_value,
+                                 (long long)d->dim_value);
+            a.dim[0] = want;
+        } else if (fixed && d->dim_value <= (1 << 30)) {
+            a.dim[k] = (int32_t)d->dim_value;
+        } else {
+            return poet_fail(im->err, POET_ERR_UNSUPPORTED, "input '%s': dimension %zu is not a fixed size", in->name, k);
+        }
+    }
+    im->batch = a.dim[0];
+    int v = add_node(im, POET_OP_INPUT, NULL, 0, &a, in->name);
+    int at = v < 0 ? -1 : define(im, in->name);
+    if (at < 0) return im->err->status;
+    im->vals[at].node = v;
+    return POET_OK;
+}
+
+/* Every name any node reads gets a value now (a placeholder until a node
+ * produces it), so that consumers can be counted by value. */
+static poet_status count_uses(importer *im)
+{
+    for (size_t k = 0; k < im->gp->n_node; k++) {
+        const Onnx__NodeProto *np = im->gp->node[k];
+        if (!np->op_type) return poet_fail(im->err, POET_ERR_PARSE, "node %zu has no op", k);
+        for (size_t j = 0; j < np->n_input; j++)
+            if (np->input[j] && *np->input[j] && find(im, np->input[j]) < 0 && define(im, np->input[j]) < 0)
+                return im->err->status;
+        for (size_t j = 0; j < np->n_output; j++)
+            if (np->output[j] && *np->output[j] && find(im, np->output[j]) < 0 && define(im, np->output[j]) < 0)
+                return im->err->status;
+    }
+    im->uses = calloc((size_t)im->n_vals + 1, sizeof *im->uses);
+    im->skip = calloc(im->gp->n_node + 1, sizeof *im->skip);
+    if (!im->uses || !im->skip) return poet_fail(im->err, POET_ERR_NOMEM, "out of memory reading the ONNX graph");
+    for (size_t k = 0; k < im->gp->n_node; k++)
+        for (size_t j = 0; j < im->gp->node[k]->n_input; j++) {
+            int v = im->gp->node[k]->input[j] ? find(im, im->gp->node[k]->input[j]) : -1;
+            if (v >= 0) im->uses[v]++;
+        }
+    for (size_t k = 0; k < im->gp->n_output; k++) {
+        int v = im->gp->output[k]->name ? find(im, im->gp->output[k]->name) : -1;
+        if (v >= 0) im->uses[v]++;
+    }
+    return POET_OK;
+}
+
+/* The loss: softmax cross-entropy over the output, its leading dimensions
+ * as rows. */
+static poet_status add_loss(importer *im, const poet_onnx_options *o)
+{
+    const char *name = o && o->output ? o->output : im->gp->n_output ? im->gp->output[0]->name : NULL;
+    int v = name ? find(im, name) : -1;
+    if (v < 0 || im->vals[v].node < 0)
+        return poet_fail(im->err, POET_ERR_NOT_FOUND, "the model has no output %s%s%s computed from its input",
+                         name ? "'" : "", name ? name : "", name ? "'" : "");
+    int x = im->vals[v].node;
+    poet_shape s = *shape_of(im, x);
+    if (s.ndim < 2) return poet_fail(im->err, POET_ERR_UNSUPPORTED, "output '%s' is not [rows, classes]", name);
+    if (s.ndim > 2) {
+        poet_attrs a = {.ndim = 2, .dim = {(int32_t)(poet_shape_numel(&s) / (uint64_t)s.dim[s.ndim - 1]), (int32_t)s.dim[s.ndim - 1]}};
+        if ((x = add_node(im, POET_OP_RESHAPE, &x, 1, &a, "rows")) < 0) return im->err->status;
+    }
+    int loss = add_node(im, POET_OP_SOFTMAX_CE, &x, 1, NULL, "loss");
+    if (loss < 0) return im->err->status;
+    snprintf(im->m->summary.output, sizeof im->m->summary.output, "%.*s", POET_NAME_BYTES - 1, name);
+    return poet_graph_autodiff(&im->m->graph, loss, im->err);
+}
+
+static int opset_of(const Onnx__ModelProto *mp)
+{
+    for (size_t k = 0; k < mp->n_opset_import; k++) {
+        const Onnx__OperatorSetIdProto *o = mp->opset_import[k];
+        if (!o->domain || !*o->domain || strcmp(o->domain, "ai.onnx") == 0) return o->has_version ? (int)o->version : 0;
+    }
+    return 0;
+}
+
+static poet_status build(importer *im, const Onnx__ModelProto *mp, const poet_onnx_options *o)
+{
+    poet_status st;
+    if ((st = grow_slots(im)) || (st = read_initializers(im)) || (st = read_input(im, o)) || (st = count_uses(im)))
+        return st;
+    int nodes = (int)im->gp->n_node;
+    /* Constants read nothing: known before any pattern looks ahead at them */
+    for (int k = 0; k < nodes; k++)
+        if (is_op(im->gp->node[k], "Constant")) {
+            if ((st = map_node(im, im->gp->node[k], k))) return st;
+            im->skip[k] = true;
+        }
+    for (int k = 0; k < nodes; k++)
+        if (!im->skip[k] && (st = map_node(im, im->gp->node[k], k))) return st;
+    if ((st = add_loss(im, o))) return st;
+    poet_onnx_summary *s = &im->m->summary;
+    s->opset = im->opset;
+    s->onnx_nodes = nodes;
+    s->folded = im->folded;
+    s->forward_nodes = im->m->graph.n_forward;
+    s->initializers = im->m->n_bind;
+    s->params = im->m->n_params;
+    s->buffers = im->m->n_buffers;
+    const poet_node *in = &im->m->graph.nodes[0];
+    snprintf(s->input, sizeof s->input, "%s", in->name);
+    s->input_ndim = in->shape.ndim;
+    for (int k = 0; k < in->shape.ndim; k++) s->input_dims[k] = in->shape.dim[k];
+    (void)mp;
+    return POET_OK;
+}
+
+static void importer_free(importer *im)
+{
+    for (int v = 0; v < im->n_vals; v++) {
+        free(im->vals[v].name);
+        tensor_free(&im->vals[v].t);
+    }
+    free(im->vals);
+    free(im->slot);
+    free(im->uses);
+    free(im->skip);
+}
+
+poet_status poet_onnx_import_bytes(const uint8_t *data, size_t len, const char *name, const poet_onnx_options *o,
+                                   poet_onnx_model **out, poet_err *err)
+{
+    *out = NULL;
+    Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, data);
+    if (!mp || !mp->graph)
+        return onnx__model_proto__free_unpacked(mp, NULL),
+               poet_fail(err, POET_ERR_PARSE, "%s: not an ONNX model (the protobuf does not parse, or has no graph)", name);
+    int opset = opset_of(mp);
+    poet_onnx_model *m = calloc(1, sizeof *m);
+    poet_status st = m ? POET_OK : poet_fail(err, POET_ERR_NOMEM, "out of memory reading %s", name);
+    if (!st && (opset < 7 || opset > 17))
+        st = poet_fail(err, POET_ERR_UNSUPPORTED, "%s: opset %d (poet reads opsets 7 to 17)", name, opset);
+    if (!st) st = poet_graph_init(&m->graph, mp->graph->name && *mp->graph->name ? mp->graph->name : "onnx",
+                                  o && o->batch > 0 ? o->batch : 1, err);
+    importer im = {mp->graph, opset, m, NULL, 0, 0, NULL, 0, NULL, NULL, 0, 0, 0, 0, 0, err};
+    if (!st) st = build(&im, mp, o);
+    importer_free(&im);
+    onnx__model_proto__free_unpacked(mp, NULL);
+    if (!st) {
+        m->graph.batch = im.batch;
+        m->file = malloc(len ? len : 1);
+        if (!m->file) st = poet_fail(err, POET_ERR_NOMEM, "out of memory keeping %s", name);
+        else memcpy(m->file, data, len), m->file_len = len;
+    }
+    if (st) {
+        poet_onnx_free(m);
+        return st;
+    }
+    *out = m;
+    return POET_OK;
+}
+
+poet_status poet_onnx_import(const char *path, const poet_onnx_options *o, poet_onnx_model **out, poet_err *err)
+{
+    char *data = NULL;
+    size_t len = 0;
+    *out = NULL;
+    poet_status st = poet_read_file(path, &data, &len, err);
+    if (st) return st;
+    st = poet_onnx_import_bytes((const uint8_t *)data, len, path, o, out, err);
+    free(data);
+    return st;
+}
+
+void poet_onnx_free(poet_onnx_model *m)
+{
+    if (!m) return;
+    poet_graph_free(&m->graph);
+    free(m->params);
+    free(m->buffers);
+    free(m->bind);
+    free(m->file);
+    free(m);
+}
+
+const poet_graph *poet_onnx_graph(const poet_onnx_model *m) { return &m->graph; }
+
+const float *poet_onnx_params(const poet_onnx_model *m, uint64_t *count)
+{
+    *count = m->n_params;
+    return m->params;
+}
+
+const float *poet_onnx_buffers(const poet_onnx_model *m, uint64_t *count)
+{
+    *count = m->n_buffers;
+    return m->buffers;
+}
+
+void poet_onnx_summarize(const poet_onnx_model *m, poet_onnx_summary *s) { *s = m->summary; }

@@ -1,0 +1,93 @@
+/* Internal: what the ONNX importer, its constant folding and the writer
+ * share. */
+#ifndef POET_SRC_ONNX_INTERNAL_H
+#define POET_SRC_ONNX_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "onnx.pb-c.h"
+#include "poet/onnx.h"
+
+enum { ONNX_FLOAT = 1, ONNX_INT32 = 6, ONNX_INT64 = 7, ONNX_BOOL = 9, ONNX_DOUBLE = 11 };
+enum { TENSOR_MAX_DIMS = 8 };
+
+/* A tensor known at import: an initializer, a Constant, or a folded result.
+ * Floats and integers (int64, int32, bool) are kept apart. */
+typedef struct tensor {
+    bool is_float;
+    int ndim;
+    int64_t dims[TENSOR_MAX_DIMS];
+    uint64_t n;
+    float *f;
+    int64_t *i;
+} tensor;
+
+/* Where a tensor came from, for writing trained values back. */
+typedef enum { FROM_NONE, FROM_INITIALIZER, FROM_IDENTITY } origin_kind;
+
+typedef struct origin {
+    origin_kind kind;
+    int index; /* the initializer's, or the Identity node's */
+} origin;
+
+/* A name of the ONNX graph: a poet node, or a tensor known at import. */
+typedef struct value {
+    char *name;
+    int node;       /* poet node, or -1 */
+    bool known;     /* t holds the tensor */
+    tensor t;
+    origin from;
+} value;
+
+/* An initializer written back from poet's weights or buffers. */
+typedef struct binding {
+    origin from;
+    bool buffer;       /* from the buffers rather than the parameters */
+    uint64_t at, n;    /* where in them */
+    int64_t rows, cols; /* > 0: ONNX keeps it transposed, [rows][cols] */
+} binding;
+
+struct poet_onnx_model {
+    poet_graph graph;
+    float *params, *buffers;
+    uint64_t n_params, n_buffers;
+    binding *bind;
+    int n_bind;
+    uint8_t *file; /* the model as read, re-read when writing */
+    size_t file_len;
+    poet_onnx_summary summary;
+};
+
+void tensor_free(tensor *t);
+/* Reads a TensorProto; refuses types and layouts poet does not read. */
+poet_status tensor_from_proto(const Onnx__TensorProto *p, tensor *t, const char *what, poet_err *err);
+int64_t tensor_int(const tensor *t, uint64_t k);
+double tensor_real(const tensor *t, uint64_t k);
+
+/* Folds node np, all of whose inputs are known (in[] in its input order,
+ * NULL for an absent optional input), into out. POET_ERR_UNSUPPORTED for an
+ * op it cannot fold. shape_of gives the shape of an input that is a poet
+ * node (for Shape), or NULL. */
+typedef struct fold_input {
+    const tensor *t;
+    const poet_shape *shape; /* an activation's shape: only Shape reads it */
+} fold_input;
+
+poet_status fold_node(const Onnx__NodeProto *np, const fold_input *in, int n_in, int opset, tensor *out, poet_err *err);
+
+/* Reshape's target for an input of in_dims (0 copies, -1 infers). */
+poet_status reshape_target(const Onnx__NodeProto *np, const int64_t *in_dims, int in_ndim, const tensor *shape,
+                           int64_t *dims, int *ndim, poet_err *err);
+/* What Squeeze or Unsqueeze make of in_dims (axes from the input, or NULL). */
+poet_status squeeze_dims(const Onnx__NodeProto *np, const int64_t *in_dims, int in_ndim, const tensor *axes,
+                         int64_t *dims, int *ndim, poet_err *err);
+
+/* Attribute lookups. */
+const Onnx__AttributeProto *attr_find(const Onnx__NodeProto *np, const char *name);
+int64_t attr_int(const Onnx__NodeProto *np, const char *name, int64_t dflt);
+float attr_float(const Onnx__NodeProto *np, const char *name, float dflt);
+/* The ints of an attribute; *n = -1 when absent. */
+const int64_t *attr_ints(const Onnx__NodeProto *np, const char *name, int *n);
+
+#endif
