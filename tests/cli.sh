@@ -69,7 +69,7 @@ refuse "unknown option" "unknown option --frobnicate" "$poet" graph --frobnicate
 refuse "missing value" "missing value after --model" "$poet" graph --model
 refuse "model and instance" "exactly one" "$poet" graph --model linear --device m4 --instance x.json
 refuse "neither" "exactly one" "$poet" graph --device m4
-refuse "no device" "needs --device" "$poet" graph --model linear
+refuse "no device" "need --device" "$poet" graph --model linear
 refuse "unknown model" "unknown model 'gpt9'" "$poet" graph --model gpt9 --device m4
 refuse "unknown device" "unknown device 'z80'" "$poet" graph --model linear --device z80
 refuse "bad batch" "--batch must be" "$poet" graph --model linear --device m4 --batch 0
