@@ -22,7 +22,7 @@ typedef struct rig {
  * that share of it, raised to the smallest feasible budget) and starts an
  * engine on it. storage may be NULL (in memory). rig.ok says whether a
  * schedule was found; errors print. */
-static void rig_start(rig *r, const poet_graph *g, const char *planner, double fraction, poet_storage *storage,
+static inline void rig_start(rig *r, const poet_graph *g, const char *planner, double fraction, poet_storage *storage,
                       poet_optimizer opt, uint64_t seed)
 {
     memset(r, 0, sizeof *r);
@@ -50,7 +50,7 @@ static void rig_start(rig *r, const poet_graph *g, const char *planner, double f
     r->ok = true;
 }
 
-static void rig_free(rig *r)
+static inline void rig_free(rig *r)
 {
     poet_engine_free(r->e);
     poet_plan_result_free(&r->plan);
@@ -60,13 +60,13 @@ static void rig_free(rig *r)
 }
 
 /* Deterministic pseudo-random floats in [-1, 1) and labels. */
-static float rt_uniform(uint64_t *s)
+static inline float rt_uniform(uint64_t *s)
 {
     *s = *s * 6364136223846793005ull + 1442695040888963407ull;
     return (float)((double)(*s >> 40) / 8388608.0 - 1.0);
 }
 
-static void rt_batch(const poet_graph *g, uint64_t seed, float *x, int32_t *y)
+static inline void rt_batch(const poet_graph *g, uint64_t seed, float *x, int32_t *y)
 {
     const poet_node *in = &g->nodes[0];
     const poet_node *loss = &g->nodes[g->loss];

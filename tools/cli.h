@@ -52,6 +52,7 @@ int load_instance(const char *cmd, const graph_src *src, poet_instance *inst);
 int cmd_train(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_import(int argc, char **argv);
 int cmd_emulate(int argc, char **argv);
 
 #endif

@@ -617,6 +617,7 @@ static const command COMMANDS[] = {
     {"decode", cmd_decode, "write a binary schedule as JSON"},
     {"sweep", cmd_sweep, "plan one model over a range of budgets and draw the energy-memory frontier"},
     {"train", cmd_train, "plan a schedule for a budget and train a model under it on real data"},
+    {"import", cmd_import, "read an ONNX model with its weights and report its training graph"},
     {"export", cmd_export, "write the device image a microcontroller trains from"},
     {"emulate", cmd_emulate, "train on an emulated Cortex-M4F board (QEMU) and compare with the host"},
 };

@@ -82,7 +82,7 @@ static int define(importer *im, const char *name)
     if (!copy) return poet_fail(im->err, POET_ERR_NOMEM, "out of memory reading the ONNX graph"), -1;
     strcpy(copy, name);
     v = im->n_vals++;
-    im->vals[v] = (value){copy, -1, false, {0}, {FROM_NONE, -1}};
+    im->vals[v] = (value){copy, -1, false, {0}, {FROM_NONE, -1, false}};
     uint32_t k = hash_name(name) & (uint32_t)(im->slots - 1);
     while (im->slot[k] >= 0) k = (k + 1) & (uint32_t)(im->slots - 1);
     im->slot[k] = v;
@@ -207,6 +207,9 @@ static poet_status fill(importer *im, const value *src, bool buffer, uint64_t of
         else base[k] = v;
     }
     if (src->from.kind == FROM_NONE) return POET_OK; /* a folded constant: nothing to write back */
+    /* the ONNX tensor is src, or its transpose; poet holds that, or its transpose */
+    bool flip = (rows > 0) != src->from.transposed;
+    int64_t orows = src->from.transposed ? t->dims[1] : t->dims[0], ocols = src->from.transposed ? t->dims[0] : t->dims[1];
     if (im->m->n_bind == im->cap_bind) {
         int cap = im->cap_bind ? 2 * im->cap_bind : 64;
         binding *b = realloc(im->m->bind, (size_t)cap * sizeof *b);
@@ -215,7 +218,7 @@ static poet_status fill(importer *im, const value *src, bool buffer, uint64_t of
         im->cap_bind = cap;
     }
     uint64_t first = (buffer ? im->m->n_buffers : im->m->n_params) - count;
-    im->m->bind[im->m->n_bind++] = (binding){src->from, buffer, first + offset, t->n, rows, cols};
+    im->m->bind[im->m->n_bind++] = (binding){src->from, buffer, first + offset, t->n, flip ? orows : 0, flip ? ocols : 0};
     return POET_OK;
 }
 
@@ -392,7 +395,7 @@ static poet_status map_clip(importer *im, const Onnx__NodeProto *np)
 
 static poet_status map_batchnorm(importer *im, const Onnx__NodeProto *np)
 {
-    if (attr_int(np, "training_mode", 0)) return refuse(im, np, "training_mode 1 is not supported (export in eval mode)");
+    /* training_mode 1 or 0: poet trains with batch statistics and infers with running ones either way */
     for (int k = 1; k < (int)np->n_output; k++)
         if (np->output[k] && *np->output[k] && find(im, np->output[k]) >= 0 && im->uses[find(im, np->output[k])])
             return refuse(im, np, "its running mean and variance outputs are not supported");
@@ -701,7 +704,7 @@ static poet_status map_identity(importer *im, const Onnx__NodeProto *np, int at)
     if (v < 0) return tensor_free(&copy), im->err->status;
     im->vals[v].known = true;
     im->vals[v].t = copy;
-    im->vals[v].from = x->from.kind == FROM_NONE ? x->from : (origin){FROM_IDENTITY, at};
+    im->vals[v].from = x->from.kind == FROM_NONE ? x->from : (origin){FROM_IDENTITY, at, x->from.transposed};
     return POET_OK;
 }
 
@@ -733,6 +736,12 @@ static poet_status fold(importer *im, const Onnx__NodeProto *np)
     im->vals[v].known = true;
     im->vals[v].t = t;
     im->folded++;
+    /* a weight the exporter transposes stays that weight, to write back */
+    int src = is_op(np, "Transpose") && t.ndim == 2 ? find(im, np->input[0]) : -1;
+    if (src >= 0 && im->vals[src].from.kind != FROM_NONE) {
+        im->vals[v].from = im->vals[src].from;
+        im->vals[v].from.transposed = !im->vals[v].from.transposed;
+    }
     return POET_OK;
 }
 
@@ -839,7 +848,7 @@ static poet_status read_initializers(importer *im)
         if (v < 0) return tensor_free(&t), im->err->status;
         im->vals[v].known = true;
         im->vals[v].t = t;
-        im->vals[v].from = (origin){FROM_INITIALIZER, (int)k};
+        im->vals[v].from = (origin){FROM_INITIALIZER, (int)k, false};
     }
     return POET_OK;
 }

@@ -28,7 +28,8 @@ typedef enum { FROM_NONE, FROM_INITIALIZER, FROM_IDENTITY } origin_kind;
 
 typedef struct origin {
     origin_kind kind;
-    int index; /* the initializer's, or the Identity node's */
+    int index;        /* the initializer's, or the Identity node's */
+    bool transposed;  /* the value is that 2-d tensor transposed (a folded Transpose) */
 } origin;
 
 /* A name of the ONNX graph: a poet node, or a tensor known at import. */

@@ -1,0 +1,216 @@
+"""ONNX in and out against PyTorch (Debian's python3-torch and python3-onnx).
+
+For each model below: build it in PyTorch with random weights (batch norm
+statistics and layer norm parameters included), export it with
+torch.onnx.export, have poet import it (tests/onnx_dump.c), and compare
+  - the logits in inference mode with PyTorch's (model.eval());
+  - the loss of one training step (model.train()) and every parameter's
+    gradient, read back from the ONNX file poet writes with the gradients
+    in place of the weights;
+  - after three SGD steps in poet, the trained ONNX model loaded back into
+    PyTorch: its logits in inference mode against poet's.
+PyTorch computes in float64 from the same float32 weights, so the
+differences are poet's float32 rounding alone. Tolerance: |poet - torch| <=
+ATOL + RTOL |torch| elementwise.
+
+usage: onnx_check.py ONNX_DUMP WORKDIR; prints one line per model and
+"N passed, N failed"."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import torch
+from onnx import numpy_helper
+from torch import nn
+
+ATOL, RTOL = 1e-5, 1e-3
+
+
+class Residual(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.a = nn.Sequential(nn.Conv2d(c, c, 3, 1, 1), nn.BatchNorm2d(c), nn.ReLU(), nn.Conv2d(c, c, 3, 1, 1),
+                               nn.BatchNorm2d(c))
+
+    def forward(self, x):
+        return torch.relu(self.a(x) + x)
+
+
+class SqueezeExcite(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.f = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(c, 4, 1), nn.ReLU(), nn.Conv2d(4, c, 1),
+                               nn.Hardsigmoid())
+
+    def forward(self, x):
+        return x * self.f(x)
+
+
+class Tokens(nn.Module):
+    """A transformer encoder layer (exact GELU) and a per-token classifier."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, activation="gelu", batch_first=True)
+        self.head = nn.Linear(16, 5)
+
+    def forward(self, x):
+        return self.head(self.enc(x))
+
+
+def models():
+    return [
+        ("digits_mlp", nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10)), (6, 64)),
+        ("cnn_bn_residual", nn.Sequential(nn.Conv2d(1, 8, 3, 1, 1), nn.BatchNorm2d(8), nn.ReLU(), Residual(8),
+                                          nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8 * 4 * 4, 10)), (4, 1, 8, 8)),
+        ("depthwise_separable", nn.Sequential(nn.Conv2d(1, 8, 3, 1, 1), nn.BatchNorm2d(8), nn.ReLU6(),
+                                              nn.Conv2d(8, 8, 3, 2, 1, groups=8), nn.BatchNorm2d(8), nn.ReLU6(),
+                                              nn.Conv2d(8, 16, 1), nn.BatchNorm2d(16), nn.Hardswish(),
+                                              SqueezeExcite(16), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                                              nn.Linear(16, 10)), (4, 1, 8, 8)),
+        ("transformer_layer", Tokens(), (3, 5, 16)),
+    ]
+
+
+def randomize(model, gen):
+    """Weights away from their initial values, so that no two initializers
+    are equal (the exporter would merge them) and statistics matter."""
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
+        for name, b in model.named_buffers():
+            if name.endswith("running_mean"):
+                b.copy_(torch.randn(b.shape, generator=gen) * 0.1)
+            elif name.endswith("running_var"):
+                b.copy_(torch.rand(b.shape, generator=gen) + 0.5)
+
+
+def export(model, shape, path):
+    model.eval()
+    names = {"x": {0: "batch"}}
+    torch.onnx.export(model, torch.zeros(shape), path, input_names=["x"], output_names=["y"], dynamic_axes=names,
+                      opset_version=14, training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)
+
+
+def initializers(path):
+    return {t.name: numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer}
+
+
+def match(model, inits):
+    """Which PyTorch tensor each initializer holds, and whether transposed."""
+    tensors = dict(model.named_parameters())
+    tensors.update({k: v for k, v in model.named_buffers() if "running" in k})
+    found = {}
+    for name, value in inits.items():
+        for pname, p in tensors.items():
+            v = p.detach().numpy()
+            if v.shape == value.shape and np.array_equal(v, value):
+                found[name] = (pname, False)
+                break
+            if value.ndim == 2 and v.shape == value.T.shape and np.array_equal(v, value.T):
+                found[name] = (pname, True)
+                break
+    return found
+
+
+def close(poet, ref):
+    poet, ref = np.asarray(poet, dtype=np.float64).reshape(-1), np.asarray(ref, dtype=np.float64).reshape(-1)
+    err = np.abs(poet - ref)
+    return bool(np.all(err <= ATOL + RTOL * np.abs(ref))), float(err.max()) if err.size else 0.0
+
+
+def logits_of(model, x):
+    out = model(x)
+    return out.reshape(-1, out.shape[-1])
+
+
+def check(dump, workdir, name, model, shape, gen):
+    randomize(model, gen)
+    if name == "depthwise_separable":  # two equal biases: the exporter shares one through Identity
+        with torch.no_grad():
+            model[4].bias.copy_(model[1].bias)
+    path = os.path.join(workdir, name + ".onnx")
+    export(model, shape, path)
+    found = match(model, initializers(path))
+    x = torch.randn(shape, generator=gen)
+    ref64 = model.double()
+    rows = int(np.prod(shape[:-1])) if len(shape) == 3 else shape[0]
+    classes = logits_of(ref64.eval(), x.double()).shape[-1]
+    y = torch.randint(0, classes, (rows,), generator=gen)
+    out = os.path.join(workdir, name)
+    os.makedirs(out, exist_ok=True)
+    x.numpy().astype(np.float32).tofile(os.path.join(out, "x.bin"))
+    y.numpy().astype(np.int32).tofile(os.path.join(out, "y.bin"))
+    run = subprocess.run([dump, path, str(shape[0]), os.path.join(out, "x.bin"), os.path.join(out, "y.bin"), out],
+                         capture_output=True, text=True)
+    if run.returncode:
+        print(f"{name}: onnx_dump failed: {run.stderr.strip()}")
+        return False
+    failures, worst = [], 0.0
+
+    def compare(what, poet, ref):
+        nonlocal worst
+        ok, e = close(poet, ref)
+        worst = max(worst, e)
+        if not ok:
+            failures.append(f"{what}: max error {e:.3g}")
+
+    with torch.no_grad():
+        compare("inference logits", np.fromfile(os.path.join(out, "eval_logits.bin"), dtype=np.float32),
+                logits_of(ref64.eval(), x.double()))
+    ref64.train()
+    ref64.zero_grad()
+    loss = torch.nn.functional.cross_entropy(logits_of(ref64, x.double()), y)
+    loss.backward()
+    compare("loss", [float(open(os.path.join(out, "loss.txt")).read())], [float(loss)])
+    params = dict(ref64.named_parameters())
+    grads = initializers(os.path.join(out, "grads.onnx"))
+    checked = 0
+    for init, (pname, transposed) in found.items():
+        if pname not in params:
+            continue
+        g = params[pname].grad.numpy()
+        compare(f"gradient of {pname}", grads[init], g.T if transposed else g)
+        checked += 1
+    # a parameter the exporter merged into another's initializer (through
+    # Identity) comes back as an initializer of its own, named after it
+    merged = [n for n in grads if n not in found and n in params]
+    for pname in merged:
+        compare(f"gradient of {pname} (merged at export)", grads[pname], params[pname].grad.numpy())
+        checked += 1
+    if name == "depthwise_separable" and not merged:
+        failures.append("the exporter merged no initializers: the Identity path went untested")
+    if checked != len(params):
+        failures.append(f"{checked} of {len(params)} parameters found among the initializers")
+    # the trained model, loaded back into PyTorch, gives poet's logits
+    trained = initializers(os.path.join(out, "trained.onnx"))
+    onnx.checker.check_model(onnx.load(os.path.join(out, "trained.onnx")))
+    state = dict(ref64.state_dict())
+    with torch.no_grad():
+        for init, (pname, transposed) in found.items():
+            v = torch.from_numpy(trained[init].T.copy() if transposed else trained[init].copy()).double()
+            state[pname] = v
+        for pname in merged:
+            state[pname] = torch.from_numpy(trained[pname].copy()).double()
+        ref64.load_state_dict(state)
+        compare("trained model's logits in PyTorch", np.fromfile(os.path.join(out, "trained_logits.bin"), dtype=np.float32),
+                logits_of(ref64.eval(), x.double()))
+    print(f"{name}: loss {float(loss):.6f}, {checked} parameter gradients ({len(merged)} merged at export), "
+          f"largest absolute difference {worst:.3g}")
+    for f in failures:
+        print(f"  FAILED: {f}")
+    return not failures
+
+
+def main():
+    torch.set_num_threads(1)
+    dump, workdir = sys.argv[1], sys.argv[2]
+    gen = torch.Generator().manual_seed(20261204)
+    results = [check(dump, workdir, name, model, shape, gen) for name, model, shape in models()]
+    print(f"{sum(results)} passed, {len(results) - sum(results)} failed")
+    sys.exit(0 if all(results) else 1)
+
+
+main()
