@@ -45,10 +45,11 @@ double tensor_real(const tensor *t, uint64_t k)
     return t->is_float ? (double)t->f[k] : (double)t->i[k];
 }
 
-static uint64_t le64(const uint8_t *p)
+/* A little-endian integer of `bytes` bytes. */
+static uint64_t le(const uint8_t *p, int bytes)
 {
     uint64_t v = 0;
-    for (int k = 0; k < 8; k++) v |= (uint64_t)p[k] << (8 * k);
+    for (int k = 0; k < bytes; k++) v |= (uint64_t)p[k] << (8 * k);
     return v;
 }
 
@@ -83,19 +84,19 @@ poet_status tensor_from_proto(const Onnx__TensorProto *p, tensor *t, const char 
     const uint8_t *raw = p->raw_data.data;
     for (uint64_t k = 0; k < t->n; k++) {
         if (type == ONNX_FLOAT) {
-            uint32_t u = raw ? (uint32_t)le64(raw + 4 * k) & 0xffffffffu : 0;
+            uint32_t u = raw ? (uint32_t)le(raw + 4 * k, 4) : 0;
             if (raw) memcpy(&t->f[k], &u, 4);
             else t->f[k] = p->float_data[k];
         } else if (type == ONNX_DOUBLE) {
             double d;
-            uint64_t u = raw ? le64(raw + 8 * k) : 0;
+            uint64_t u = raw ? le(raw + 8 * k, 8) : 0;
             if (raw) memcpy(&d, &u, 8);
             else d = p->double_data[k];
             t->f[k] = (float)d;
         } else if (type == ONNX_INT64) {
-            t->i[k] = raw ? (int64_t)le64(raw + 8 * k) : p->int64_data[k];
+            t->i[k] = raw ? (int64_t)le(raw + 8 * k, 8) : p->int64_data[k];
         } else if (type == ONNX_INT32) {
-            t->i[k] = raw ? (int32_t)(uint32_t)le64(raw + 4 * k) : p->int32_data[k];
+            t->i[k] = raw ? (int32_t)(uint32_t)le(raw + 4 * k, 4) : p->int32_data[k];
         } else {
             t->i[k] = raw ? raw[k] != 0 : p->int32_data[k] != 0;
         }
@@ -524,12 +525,10 @@ static poet_status fold_transpose(const Onnx__NodeProto *np, const tensor *x, te
     return POET_OK;
 }
 
-poet_status fold_node(const Onnx__NodeProto *np, const fold_input *in, int n_in, int opset, tensor *out, poet_err *err)
+static poet_status fold_dispatch(const Onnx__NodeProto *np, const fold_input *in, int n_in, tensor *out, poet_err *err)
 {
-    (void)opset;
-    memset(out, 0, sizeof *out);
     const tensor *a = n_in > 0 ? in[0].t : NULL, *b = n_in > 1 ? in[1].t : NULL;
-    if (is_op(np, "Shape") && n_in >= 1) return fold_shape(np, &in[0], out, err);
+    if (is_op(np, "Shape") && n_in >= 1 && (in[0].t || in[0].shape)) return fold_shape(np, &in[0], out, err);
     for (int j = 0; j < n_in; j++)
         if (!in[j].t && !(is_op(np, "Slice") && j >= 3) && !(is_op(np, "Clip") && j >= 1))
             return refuse(np, "an input is neither a constant nor computed", err);
@@ -551,4 +550,13 @@ poet_status fold_node(const Onnx__NodeProto *np, const fold_input *in, int n_in,
     if (is_op(np, "Expand") && b) return fold_expand(np, a, b, out, err);
     if (is_op(np, "Transpose")) return fold_transpose(np, a, out, err);
     return refuse(np, "poet cannot compute this op on constants", err);
+}
+
+poet_status fold_node(const Onnx__NodeProto *np, const fold_input *in, int n_in, int opset, tensor *out, poet_err *err)
+{
+    (void)opset;
+    memset(out, 0, sizeof *out);
+    poet_status st = fold_dispatch(np, in, n_in, out, err);
+    if (st) tensor_free(out); /* a fold that failed half-way keeps nothing */
+    return st;
 }

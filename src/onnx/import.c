@@ -174,8 +174,8 @@ static int add_node(importer *im, poet_op op, const int *inputs, int n_inputs, c
     if (reserve_floats(im, &im->m->params, &im->cap_params, im->m->n_params + n->params) ||
         reserve_floats(im, &im->m->buffers, &im->cap_buffers, im->m->n_buffers + n->buffers))
         return -1;
-    memset(im->m->params + im->m->n_params, 0, (size_t)n->params * sizeof(float));
-    memset(im->m->buffers + im->m->n_buffers, 0, (size_t)n->buffers * sizeof(float));
+    if (n->params) memset(im->m->params + im->m->n_params, 0, (size_t)n->params * sizeof(float));
+    if (n->buffers) memset(im->m->buffers + im->m->n_buffers, 0, (size_t)n->buffers * sizeof(float));
     im->m->n_params += n->params;
     im->m->n_buffers += n->buffers;
     return v;
@@ -1003,6 +1003,8 @@ static void importer_free(importer *im)
 poet_status poet_onnx_import_bytes(const uint8_t *data, size_t len, const char *name, const poet_onnx_options *o,
                                    poet_onnx_model **out, poet_err *err)
 {
+    poet_err local = {0};
+    if (!err) err = &local; /* the importer reads back the status it records */
     *out = NULL;
     Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, data);
     if (!mp || !mp->graph)

@@ -1,6 +1,6 @@
 /* One libFuzzer target for every parser that reads what users hand poet:
  * graph files (poet's and POET's), device profiles, schedules in JSON and
- * binary, checkpoints and device images. A schedule that parses with its
+ * binary, checkpoints, device images and ONNX models. A schedule that parses with its
  * graph is also validated and, when valid, simulated; a device image is
  * checked twice, as it came and with its checksum made right (so that the
  * fuzzer reaches the field checks behind the CRC), and one that passes is
@@ -123,5 +123,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     poet_checkpoint_parse(data, size, &meta, &state_len, NULL);
     exercise_device_image(data, size, false);
     exercise_device_image(data, size, true);
+    poet_onnx_model *m = NULL;
+    if (!poet_onnx_import_bytes(data, size, "fuzz", NULL, &m, NULL)) poet_onnx_free(m);
     return 0;
 }
