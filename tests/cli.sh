@@ -269,5 +269,31 @@ refuse "emulate not a firmware" "not poet's firmware" "$poet" emulate --model cn
     --firmware "$tmp/dev.img"
 refuse "bad time limit" "--time-limit" "$poet" train --model cnn_digits --device m4 --budget 100% --time-limit 0
 
+# ---- ONNX (tests/data/onnx, written by its make.py; onnx_check compares with PyTorch) ----
+onnx=$data/onnx
+ok "import" "$poet" import "$onnx/digits_cnn.onnx" --batch 4 --json
+has "import reports the parameters" '"params"' "$tmp/out"
+ok "graph from ONNX" "$poet" graph --onnx "$onnx/digits_cnn.onnx" --device m4 --batch 8 --json
+ok "plan from ONNX" "$poet" plan --onnx "$onnx/digits_cnn.onnx" --device m4 --batch 8 --budget 50% --time-limit 2 --json
+ok "export from ONNX" "$poet" export --onnx "$onnx/digits_cnn.onnx" --device m4 --batch 4 --budget 90% --time-limit 2 \
+    --out "$tmp/onnx.img"
+ok "train from ONNX and back" "$poet" train --onnx "$onnx/digits_cnn.onnx" --data digits --device m4 --batch 16 \
+    --budget 90% --time-limit 2 --steps 30 --json --quiet --onnx-out "$tmp/trained.onnx"
+ok "the trained model reads back" "$poet" import "$tmp/trained.onnx" --batch 2
+refuse "ONNX: unsupported op" "node 'norm' (LpNormalization): this op is not supported" \
+    "$poet" import "$onnx/unsupported_op.onnx"
+refuse "ONNX: unsupported attribute" "node 'conv' (Conv): auto_pad SAME_UPPER" "$poet" import "$onnx/auto_pad.onnx"
+refuse "ONNX: dangling input" "input 'nowhere' is not computed before it" "$poet" import "$onnx/dangling.onnx"
+refuse "ONNX: cycle" "node 'first' (Add): input 'b' is not computed before it" "$poet" import "$onnx/cycle.onnx"
+refuse "ONNX: shapes" "node 'product' (MatMul): its weights do not fit" "$poet" import "$onnx/shape_mismatch.onnx"
+head -c 4000 "$onnx/digits_cnn.onnx" >"$tmp/truncated.onnx"
+refuse "ONNX: truncated" "not an ONNX model" "$poet" import "$tmp/truncated.onnx"
+refuse "ONNX: not ONNX" "not an ONNX model" "$poet" import "$data/reference/linear__m4.json"
+refuse "ONNX: no such input" "no input named 'nothing'" "$poet" import "$onnx/digits_cnn.onnx" --input nothing
+refuse "ONNX: no such output" "no output 'nothing'" "$poet" import "$onnx/digits_cnn.onnx" --output nothing
+refuse "ONNX out without ONNX in" "--onnx-out needs --onnx" "$poet" train --model cnn_digits --device m4 --budget 100% \
+    --onnx-out "$tmp/x.onnx"
+refuse "ONNX train without data" "give --data" "$poet" train --onnx "$onnx/digits_cnn.onnx" --device m4 --budget 100%
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

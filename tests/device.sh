@@ -65,6 +65,12 @@ check "Adam: bit-identical" "$([ -s "$tmp/adam.json" ] && [ "$(field "$tmp/adam.
 check "storage in RAM: bit-identical, and it pages" \
     "$([ -s "$tmp/ram.json" ] && [ "$(field "$tmp/ram.json" bit_identical)" = true ] && [ "$(field "$tmp/ram.json" paged_bytes)" -gt 0 ] && echo 0 || echo 1)" "$(head -c 300 "$tmp/ram.err")"
 
+# a model imported from ONNX (tests/data/onnx/digits_cnn.onnx, its weights the initial ones)
+"$poet" emulate --onnx "$(dirname "$0")/data/onnx/digits_cnn.onnx" --data digits --batch 8 --budget 70% \
+    --runtime-factor 1.2 --steps 2 --seed 7 --time-limit 3 --json >"$tmp/onnx.json" 2>"$tmp/onnx.err"
+check "a model from ONNX trains on the device to the host's bits" \
+    "$([ -s "$tmp/onnx.json" ] && [ "$(field "$tmp/onnx.json" bit_identical)" = true ] && echo 0 || echo 1)" "$(head -c 300 "$tmp/onnx.err")"
+
 # a model that does not fit is refused before QEMU starts, with the bytes needed and there
 "$poet" emulate "${common[@]}" --budget 100% --steps 1 --batch 32 >"$tmp/big.out" 2>"$tmp/big.err"
 rc=$?

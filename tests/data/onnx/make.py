@@ -1,0 +1,47 @@
+#!/usr/bin/python3
+"""Writes the small ONNX files the CLI and device tests read (committed, so
+that the tests need no Python): models poet must refuse, one line each,
+and a digits CNN exported by torch.onnx.export.
+
+usage: tests/data/onnx/make.py   (Debian's python3-onnx and python3-torch)"""
+import os
+
+import onnx
+import torch
+from onnx import TensorProto, helper
+from torch import nn
+
+here = os.path.dirname(os.path.abspath(__file__))
+
+
+def save(name, nodes, inputs, outputs, inits=()):
+    graph = helper.make_graph(nodes, name, inputs, outputs, list(inits))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    onnx.save(model, os.path.join(here, name + ".onnx"))
+
+
+x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])
+y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])
+# an op poet does not have
+save("unsupported_op", [helper.make_node("LpNormalization", ["x"], ["y"], name="norm")], [x], [y])
+# an input that nothing produces
+save("dangling", [helper.make_node("Relu", ["nowhere"], ["y"], name="relu")], [x], [y])
+# a cycle: a reads b, b reads a
+save("cycle", [helper.make_node("Add", ["x", "b"], ["a"], name="first"), helper.make_node("Relu", ["a"], ["b"], name="second"),
+               helper.make_node("Relu", ["b"], ["y"], name="third")], [x], [y])
+# shapes that do not fit: [batch, 4] @ [3, 2]
+w = helper.make_tensor("w", TensorProto.FLOAT, [3, 2], [0.0] * 6)
+save("shape_mismatch", [helper.make_node("MatMul", ["x", "w"], ["y"], name="product")], [x], [y], [w])
+# an attribute value poet does not support
+img = helper.make_tensor_value_info("img", TensorProto.FLOAT, ["batch", 1, 8, 8])
+k = helper.make_tensor("k", TensorProto.FLOAT, [2, 1, 3, 3], [0.1] * 18)
+save("auto_pad", [helper.make_node("Conv", ["img", "k"], ["y"], name="conv", auto_pad="SAME_UPPER")], [img], [y], [k])
+
+# a digits CNN (batch norm, ReLU, max pool, linear) with random weights
+torch.manual_seed(3)
+cnn = nn.Sequential(nn.Conv2d(1, 8, 3, 1, 1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+                    nn.Conv2d(8, 16, 3, 1, 1), nn.BatchNorm2d(16), nn.ReLU(), nn.Flatten(), nn.Linear(16 * 16, 10))
+cnn.eval()
+torch.onnx.export(cnn, torch.zeros(1, 1, 8, 8), os.path.join(here, "digits_cnn.onnx"), input_names=["x"],
+                  output_names=["logits"], dynamic_axes={"x": {0: "batch"}}, opset_version=14,
+                  training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)
