@@ -104,15 +104,18 @@ static int cmd_devices(int argc, char **argv)
 
 /* ---- poet graph ---- */
 static const char GRAPH_HELP[] =
-    "usage: poet graph (--model NAME --device DEV [--batch N] | --instance FILE)\n"
-    "                  [--json] [--dot FILE] [--out FILE]\n"
-    "Builds the training graph (forward, loss and backward) of a zoo model priced\n"
-    "on a device, or reads a graph file (POET's reference format or poet's own),\n"
+    "usage: poet graph (--model NAME | --onnx FILE) --device DEV [--batch N] | --instance FILE\n"
+    "                  [--json] [--dot FILE] [--out FILE] [--nodes FILE]\n"
+    "Builds the training graph (forward, loss and backward) of a zoo model or an\n"
+    "ONNX model priced on a device, or reads a graph file (POET's reference format\n"
+    "or poet's own),\n"
     "and reports its size, the keep-all peak under POET's stage accounting, the\n"
     "smallest budget any schedule could meet, and full-memory energy and time.\n"
     "  --device DEV   a built-in device (poet devices) or a .json profile\n"
     "  --dot FILE     write the graph for Graphviz\n"
-    "  --out FILE     write the costed graph in poet's own format\n";
+    "  --out FILE     write the costed graph in poet's own format\n"
+    "  --nodes FILE   write the forward nodes (op, shape, bytes, FLOPs, parameters)\n"
+    "                 as JSON (--model or --onnx)\n";
 
 static void print_bytes(const char *label, double bytes)
 {
@@ -155,16 +158,52 @@ static int report_graph(const poet_instance *inst, const poet_instance_stats *s,
     return print_json(o);
 }
 
+/* The forward nodes of a zoo or ONNX model as JSON, for comparing graphs. */
+static int write_nodes(const graph_src *src, const char *path)
+{
+    int b = 0;
+    if (src->instance) return usage_error("graph", "--nodes needs --model or --onnx", NULL);
+    if (src->batch && !parse_int(src->batch, 1, 65536, &b)) return usage_error("graph", "--batch must be 1 to 65536, got", src->batch);
+    poet_graph zoo;
+    poet_onnx_model *m = NULL;
+    const poet_graph *g = NULL;
+    int rc = load_graph("graph", src->model, src->onnx, b, &zoo, &m, &g);
+    if (rc) return rc;
+    cJSON *arr = cJSON_CreateArray();
+    for (int v = 0; arr && v < g->n_forward; v++) {
+        const poet_node *n = &g->nodes[v];
+        cJSON *o = cJSON_CreateObject(), *shape = cJSON_AddArrayToObject(o, "shape");
+        cJSON_AddStringToObject(o, "name", n->name);
+        cJSON_AddStringToObject(o, "op", poet_op_name(n->op));
+        for (int k = 0; k < n->shape.ndim; k++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)n->shape.dim[k]));
+        cJSON_AddNumberToObject(o, "bytes", (double)n->bytes);
+        cJSON_AddNumberToObject(o, "flops", n->flops);
+        cJSON_AddNumberToObject(o, "params", (double)n->params);
+        cJSON_AddItemToArray(arr, o);
+    }
+    char *text = arr ? cJSON_Print(arr) : NULL;
+    cJSON_Delete(arr);
+    poet_err err = {0};
+    if (!text) rc = lib_error(&(poet_err){POET_ERR_NOMEM, "out of memory"});
+    else if (poet_write_file_atomic(path, text, strlen(text), &err)) rc = lib_error(&err);
+    free(text);
+    if (m) poet_onnx_free(m);
+    else poet_graph_free(&zoo);
+    return rc;
+}
+
 static int cmd_graph(int argc, char **argv)
 {
     graph_src src = {0};
-    const char *dot = NULL, *out = NULL;
+    const char *dot = NULL, *out = NULL, *nodes = NULL;
     bool json = false, help = false;
     opt opts[] = {GRAPH_SRC_OPTS(src),                 {"--dot", true, &dot, NULL},
                   {"--out", true, &out, NULL},         {"--json", false, NULL, &json},
+                  {"--nodes", true, &nodes, NULL},
                   {NULL, false, NULL, NULL}};
     int rc = parse_opts("graph", argc, argv, opts, &help);
     if (rc || help) return help ? (fputs(GRAPH_HELP, stdout), 0) : rc;
+    if (nodes && (rc = write_nodes(&src, nodes))) return rc;
     poet_instance inst;
     if ((rc = load_instance("graph", &src, &inst))) return rc;
     poet_err err = {0};

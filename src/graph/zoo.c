@@ -147,6 +147,36 @@ static int build_resnet18_cifar(poet_graph *g)
     return resnet_head(g, x, 8, 10);
 }
 
+/* torchvision's ResNet-18 as its ONNX export lays it out (bias-free convs,
+ * padded max pool, 1x1 downsample shortcuts), so that an imported
+ * torchvision model can be compared with the zoo node by node
+ * (docs/graph.md). */
+static int conv_nobias(poet_graph *g, int x, int cout, int k, int stride, int pad)
+{
+    poet_attrs a = {.features = cout, .kernel = k, .stride = stride, .pad = pad, .flags = POET_ATTR_NO_BIAS};
+    return add1(g, POET_OP_CONV2D, x, &a);
+}
+
+static int torchvision_block(poet_graph *g, int x, int cin, int planes, int stride)
+{
+    int y = relu(g, bn(g, conv_nobias(g, x, planes, 3, stride, 1)));
+    y = bn(g, conv_nobias(g, y, planes, 3, 1, 1));
+    int skip = stride != 1 || cin != planes ? bn(g, conv_nobias(g, x, planes, 1, stride, 0)) : x;
+    return relu(g, add2(g, POET_OP_ADD, y, skip, NULL));
+}
+
+static int build_resnet18_torchvision(poet_graph *g)
+{
+    int x = relu(g, bn(g, conv_nobias(g, input4(g, 3, 224, 224), 64, 7, 2, 3)));
+    poet_attrs mp = {.kernel = 3, .stride = 2, .pad = 1};
+    x = add1(g, POET_OP_MAXPOOL2D, x, &mp);
+    static const int planes[] = {64, 64, 128, 128, 256, 256, 512, 512};
+    for (int i = 0, cin = 64; i < 8; cin = planes[i], i++) x = torchvision_block(g, x, cin, planes[i], i % 2 == 0 && i > 0 ? 2 : 1);
+    poet_attrs keep = {.flags = POET_ATTR_KEEPDIMS};
+    x = flatten(g, add1(g, POET_OP_GLOBAL_AVGPOOL, x, &keep));
+    return loss(g, linear(g, x, 1000));
+}
+
 /* ---- transformers: BERT-base blocks (post-layernorm) ---- */
 enum { BERT_SEQ = 512, BERT_HIDDEN = 768, BERT_HEADS = 12 };
 
@@ -242,6 +272,9 @@ static const zoo_entry ZOO[] = {
       true},
      build_resnet18_cifar},
     {{"resnet50", "ResNet-50 as in POET, 224x224 ImageNet", NULL, 1, false, true}, build_resnet50},
+    {{"resnet18_torchvision", "ResNet-18 as torchvision builds it (its ONNX export, node by node)", NULL, 1, false,
+      false},
+     build_resnet18_torchvision},
     {{"bert", "BERT-base: 12 encoder blocks, seq 512, hidden 768, 12 heads", NULL, 1, false, true}, build_bert},
     {{"transformer", "one BERT-base encoder block", NULL, 1, false, true}, build_transformer},
     {{"mlp_digits", "MLP 64-32-10 for the 8x8 digits", "digits", 32, true, false}, build_mlp_digits},

@@ -559,7 +559,9 @@ static poet_status map_flatten(importer *im, const Onnx__NodeProto *np)
     if (axis < 0 || axis > s->ndim) return refuse(im, np, "axis out of range");
     for (int k = 0; k < s->ndim; k++) in[k] = s->dim[k];
     int64_t dims[2] = {prod(in, (int)axis), prod(in + axis, s->ndim - (int)axis)};
-    return reshape_to(im, np, x, dims, 2);
+    if (axis != 1 || s->ndim <= 2) return reshape_to(im, np, x, dims, 2);
+    int v = add_node(im, POET_OP_FLATTEN, &x, 1, NULL, np->output[0]); /* [N, rest]: poet's own flatten */
+    return v < 0 ? im->err->status : name_output(im, np, 0, v);
 }
 
 /* Squeeze and Unsqueeze of an activation: a reshape. */
