@@ -48,6 +48,19 @@ class SqueezeExcite(nn.Module):
         return x * self.f(x)
 
 
+class PoolMean(nn.Module):
+    """SqueezeNet's pooling (ceil_mode) and MnasNet's mean over H and W."""
+
+    def __init__(self):
+        super().__init__()
+        self.f = nn.Sequential(nn.Conv2d(1, 6, 3), nn.ReLU(), nn.MaxPool2d(3, 2, ceil_mode=True),
+                               nn.Conv2d(6, 8, 1))
+        self.head = nn.Linear(8, 10)
+
+    def forward(self, x):
+        return self.head(self.f(x).mean([2, 3]))
+
+
 class Tokens(nn.Module):
     """A transformer encoder layer (exact GELU) and a per-token classifier."""
 
@@ -71,6 +84,7 @@ def models():
                                               SqueezeExcite(16), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
                                               nn.Linear(16, 10)), (4, 1, 8, 8)),
         ("transformer_layer", Tokens(), (3, 5, 16)),
+        ("ceil_pool_mean", PoolMean(), (4, 1, 10, 10)),
     ]
 
 

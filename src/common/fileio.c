@@ -10,6 +10,11 @@
 
 poet_status poet_read_file(const char *path, char **data, size_t *len, poet_err *err)
 {
+    return poet_read_file_max(path, POET_MAX_FILE_BYTES, data, len, err);
+}
+
+poet_status poet_read_file_max(const char *path, uint64_t max_bytes, char **data, size_t *len, poet_err *err)
+{
     FILE *f = fopen(path, "rb");
     if (!f) return poet_fail(err, POET_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     struct stat st;
@@ -17,10 +22,10 @@ poet_status poet_read_file(const char *path, char **data, size_t *len, poet_err 
         fclose(f);
         return poet_fail(err, POET_ERR_IO, "'%s' is not a regular file", path);
     }
-    if ((unsigned long long)st.st_size > POET_MAX_FILE_BYTES) {
+    if ((uint64_t)st.st_size > max_bytes) {
         fclose(f);
-        return poet_fail(err, POET_ERR_LIMIT, "'%s' is larger than the limit of %u MiB", path,
-                         POET_MAX_FILE_BYTES >> 20);
+        return poet_fail(err, POET_ERR_LIMIT, "'%s' is larger than the limit of %llu MiB", path,
+                         (unsigned long long)(max_bytes >> 20));
     }
     size_t n = (size_t)st.st_size;
     char *buf = malloc(n + 1);

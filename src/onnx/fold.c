@@ -7,7 +7,7 @@
 
 #include "internal.h"
 
-enum { FOLD_MAX_ELEMENTS = 1 << 26 }; /* 256 MiB of floats: larger is not a constant to fold */
+enum { FOLD_MAX_ELEMENTS = 1 << 29 }; /* 2 GiB of floats: more than protobuf holds */
 
 void tensor_free(tensor *t)
 {
@@ -67,20 +67,23 @@ poet_status tensor_from_proto(const Onnx__TensorProto *p, tensor *t, const char 
     if (!is_float && type != ONNX_INT64 && type != ONNX_INT32 && type != ONNX_BOOL)
         return poet_fail(err, POET_ERR_UNSUPPORTED, "%s: tensor '%s' has data type %d (poet reads float, double, "
                          "int64, int32 and bool)", what, p->name ? p->name : "", type);
-    poet_status st = tensor_alloc(t, is_float, (int)p->n_dims, p->dims, err);
-    if (st) return st;
     static const size_t width[] = {[ONNX_FLOAT] = 4, [ONNX_INT32] = 4, [ONNX_INT64] = 8, [ONNX_BOOL] = 1,
                                    [ONNX_DOUBLE] = 8};
+    uint64_t want = 1;
+    for (size_t k = 0; k < p->n_dims; k++)
+        want = p->dims[k] < 0 || (p->dims[k] && want > UINT64_MAX / 16 / (uint64_t)p->dims[k]) ? UINT64_MAX / 16
+                                                                                            : want * (uint64_t)p->dims[k];
     size_t have = p->has_raw_data ? p->raw_data.len / width[type]
                   : type == ONNX_FLOAT ? p->n_float_data
                   : type == ONNX_INT64 ? p->n_int64_data
                   : type == ONNX_DOUBLE ? p->n_double_data
                                         : p->n_int32_data;
-    if (have != t->n || (p->has_raw_data && p->raw_data.len != t->n * width[type])) {
-        tensor_free(t);
+    /* checked before allocating, so that a shape alone cannot ask for memory */
+    if (have != want || (p->has_raw_data && p->raw_data.len != want * width[type]))
         return poet_fail(err, POET_ERR_PARSE, "%s: tensor '%s' holds %zu values where its shape says %llu", what,
-                         p->name ? p->name : "", have, (unsigned long long)t->n);
-    }
+                         p->name ? p->name : "", have, (unsigned long long)want);
+    poet_status st = tensor_alloc(t, is_float, (int)p->n_dims, p->dims, err);
+    if (st) return st;
     const uint8_t *raw = p->raw_data.data;
     for (uint64_t k = 0; k < t->n; k++) {
         if (type == ONNX_FLOAT) {

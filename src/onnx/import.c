@@ -245,7 +245,6 @@ static poet_status window_attrs(importer *im, const Onnx__NodeProto *np, poet_at
         return refuse(im, np, "auto_pad SAME_UPPER or SAME_LOWER is not supported (export with explicit pads)");
     if ((nk >= 0 && nk != 2) || (ns >= 0 && ns != 2) || (np_ >= 0 && np_ != 4) || (nd >= 0 && nd != 2))
         return refuse(im, np, "only 2-d windows (N, C, H, W) are supported");
-    if (pool && attr_int(np, "ceil_mode", 0)) return refuse(im, np, "ceil_mode 1 is not supported");
     if (pool && nd >= 0 && (d[0] != 1 || d[1] != 1)) return refuse(im, np, "pools with dilation are not supported");
     if (nk < 0 && pool) return refuse(im, np, "kernel_shape is required");
     if (nk >= 0) a->kh = (int32_t)k[0], a->kw = (int32_t)k[1];
@@ -475,12 +474,26 @@ static const value *known_operand(importer *im, const Onnx__NodeProto *n, const 
     return NULL;
 }
 
+/* ReduceMean over H and W of N, C, H, W: a global average pool. */
+static bool spatial_mean(const Onnx__NodeProto *np, int rank)
+{
+    int na;
+    const int64_t *axes = attr_ints(np, "axes", &na);
+    if (rank != 4 || na != 2) return false;
+    int64_t a = axes[0] < 0 ? axes[0] + 4 : axes[0], b = axes[1] < 0 ? axes[1] + 4 : axes[1];
+    return (a == 2 && b == 3) || (a == 3 && b == 2);
+}
+
 static poet_status map_layernorm_pattern(importer *im, const Onnx__NodeProto *np, int at)
 {
     int x = activation(im, np, 0);
     if (x < 0) return im->err->status;
     int rank = shape_of(im, x)->ndim;
-    const char *what = "ReduceMean is supported only as the start of a layer norm over the last dimension";
+    if (spatial_mean(np, rank))
+        return map_unary(im, np, POET_OP_GLOBAL_AVGPOOL,
+                         &(poet_attrs){.flags = attr_int(np, "keepdims", 1) ? POET_ATTR_KEEPDIMS : 0});
+    const char *what = "ReduceMean is supported only over H and W (a global average pool) or as the start of a "
+                       "layer norm over the last dimension";
     int sub = next_reader(im, at, np->output[0], "Sub");
     if (!reduces_last(np, rank) || sub < 0 || strcmp(im->gp->node[sub]->input[0], np->input[0]) != 0)
         return refuse(im, np, what);
@@ -512,14 +525,39 @@ static poet_status map_layernorm_pattern(importer *im, const Onnx__NodeProto *np
     return add_layernorm(im, np, x, (float)tensor_real(&eps->t, 0), gamma, beta, last);
 }
 
+/* ceil_mode 1: windows that start inside the (left-padded) input and run
+ * past its end count too. The same windows come from padding the bottom
+ * and right further: positions past the end are absent to a max pool, and
+ * to an average that does not count padding. */
+static void ceil_windows(const poet_shape *x, poet_attrs *a)
+{
+    int64_t size[2] = {x->dim[2], x->dim[3]}, k[2] = {a->kh, a->kw}, s[2] = {a->sh, a->sw};
+    int32_t *lo[2] = {&a->pt, &a->pl}, *hi[2] = {&a->pb, &a->pr};
+    for (int d = 0; d < 2; d++) {
+        int64_t span = size[d] + *lo[d] + *hi[d] - k[d];
+        if (span < 0) continue;
+        int64_t out = (span + s[d] - 1) / s[d] + 1;
+        if ((out - 1) * s[d] >= size[d] + *lo[d]) out--; /* the last window must start inside */
+        int64_t need = (out - 1) * s[d] + k[d] - size[d] - *lo[d];
+        if (need > *hi[d]) *hi[d] = (int32_t)need;
+    }
+}
+
 static poet_status map_pool(importer *im, const Onnx__NodeProto *np, bool max)
 {
     if (max && np->n_output > 1 && np->output[1] && *np->output[1])
         return refuse(im, np, "the Indices output is not supported");
     if (max && attr_int(np, "storage_order", 0)) return refuse(im, np, "storage_order 1 is not supported");
-    poet_attrs a = {.flags = !max && attr_int(np, "count_include_pad", 0) ? POET_ATTR_COUNT_PAD : 0};
+    bool count_pad = !max && attr_int(np, "count_include_pad", 0);
+    poet_attrs a = {.flags = count_pad ? POET_ATTR_COUNT_PAD : 0};
     poet_status st = window_attrs(im, np, &a, true);
-    return st ? st : map_unary(im, np, max ? POET_OP_MAXPOOL2D : POET_OP_AVGPOOL2D, &a);
+    int x = st ? -1 : activation(im, np, 0);
+    if (x < 0) return st ? st : im->err->status;
+    if (attr_int(np, "ceil_mode", 0)) {
+        if (count_pad) return refuse(im, np, "ceil_mode 1 with count_include_pad 1 is not supported");
+        ceil_windows(shape_of(im, x), &a);
+    }
+    return map_unary(im, np, max ? POET_OP_MAXPOOL2D : POET_OP_AVGPOOL2D, &a);
 }
 
 /* Reshape to dims: a node, or nothing when the shape does not change. */
@@ -1042,7 +1080,8 @@ poet_status poet_onnx_import(const char *path, const poet_onnx_options *o, poet_
     char *data = NULL;
     size_t len = 0;
     *out = NULL;
-    poet_status st = poet_read_file(path, &data, &len, err);
+    /* protobuf's own limit is 2 GiB */
+    poet_status st = poet_read_file_max(path, (uint64_t)2 << 30, &data, &len, err);
     if (st) return st;
     st = poet_onnx_import_bytes((const uint8_t *)data, len, path, o, out, err);
     free(data);
