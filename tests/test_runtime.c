@@ -193,7 +193,7 @@ static void train_run(const poet_graph *g, const poet_dataset *d, const char *ck
         *st = POET_ERR_INVALID;
         return;
     }
-    poet_train_options o = {0, steps, ckpt, 4, resume, NULL, NULL};
+    poet_train_options o = {0, steps, ckpt, 4, resume, NULL, NULL, false};
     poet_train_report rep;
     *st = poet_train(r.e, d, &o, &rep, err);
     poet_engine_weights_sha256(r.e, sha);

@@ -178,6 +178,9 @@ static int report(const run *r, const train_args *a, const poet_train_report *tr
     if (!json) {
         printf("%s on %s (%s), planner %s: budget %llu B of keep-all %llu B\n", r->s.g->model, r->s.inst.device.name,
                r->d.name, planner, (unsigned long long)r->s.p.budget_bytes, (unsigned long long)r->s.p.keep_all_peak_bytes);
+        if (!isnan(tr->initial_test_accuracy))
+            printf("  before training: test loss %.4f, test accuracy %.2f%%\n", tr->initial_test_loss,
+                   100 * tr->initial_test_accuracy);
         printf("  trained %ld steps (from step %ld): final loss %.4f, test loss %.4f, test accuracy %.2f%%\n", tr->steps,
                tr->resumed_at, tr->final_loss, tr->test_loss, 100 * tr->test_accuracy);
         printf("  arena %llu B, peak written %llu B; persistent %llu B; storage %llu B\n",
@@ -201,6 +204,10 @@ static int report(const run *r, const train_args *a, const poet_train_report *tr
     cJSON_AddNumberToObject(o, "final_loss", tr->final_loss);
     cJSON_AddNumberToObject(o, "test_loss", tr->test_loss);
     cJSON_AddNumberToObject(o, "test_accuracy", tr->test_accuracy);
+    if (!isnan(tr->initial_test_accuracy)) {
+        cJSON_AddNumberToObject(o, "initial_test_loss", tr->initial_test_loss);
+        cJSON_AddNumberToObject(o, "initial_test_accuracy", tr->initial_test_accuracy);
+    }
     cJSON_AddStringToObject(o, "weights_sha256", sha);
     cJSON_AddNumberToObject(o, "budget_bytes", (double)r->s.p.budget_bytes);
     cJSON_AddNumberToObject(o, "keep_all_peak_bytes", (double)r->s.p.keep_all_peak_bytes);
@@ -253,7 +260,8 @@ int cmd_train(int argc, char **argv)
     if (!rc) rc = start_engine(&r, &q);
     if (!rc) {
         progress_ctx pc = {isatty(2) && !a.quiet, !isatty(2) && !a.quiet && !a.json, cJSON_CreateArray()};
-        poet_train_options o = {q.epochs, q.steps, a.checkpoint ? r.ckpt : NULL, q.every, a.resume, on_progress, &pc};
+        poet_train_options o = {q.epochs, q.steps, a.checkpoint ? r.ckpt : NULL, q.every, a.resume, on_progress, &pc,
+                                r.s.onnx != NULL};
         poet_train_report tr;
         if (poet_train(r.e, &r.d, &o, &tr, &err)) {
             rc = lib_error(&err);

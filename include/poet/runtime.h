@@ -196,6 +196,7 @@ typedef struct poet_train_options {
     bool resume;              /* start from the checkpoint when it exists */
     void (*progress)(void *ctx, const poet_train_progress *p);
     void *ctx;
+    bool evaluate_first;      /* measure the test set before the first step too (pretrained weights) */
 } poet_train_options;
 
 typedef struct poet_train_report {
@@ -203,6 +204,7 @@ typedef struct poet_train_report {
     long resumed_at;          /* step the run started from */
     double final_loss;        /* of the last step */
     double test_loss, test_accuracy;
+    double initial_test_loss, initial_test_accuracy; /* with evaluate_first; NAN otherwise */
     double host_seconds;      /* this process's training and evaluation */
     double step_seconds;      /* of which training steps */
     double eval_seconds;      /* of which test-set evaluation */

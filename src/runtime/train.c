@@ -119,6 +119,8 @@ static poet_status run(loop *l, poet_train_report *r, poet_err *err)
     int epochs = (int)((total + l->batches - 1) / l->batches);
     long step = at.step, epoch = at.epoch, batch = at.batch_in_epoch;
     r->resumed_at = step;
+    r->initial_test_loss = r->initial_test_accuracy = NAN;
+    if (l->o->evaluate_first && (st = evaluate(l, &r->initial_test_loss, &r->initial_test_accuracy, err))) return st;
     poet_train_progress p = {.total_steps = total, .epochs = epochs, .batches = l->batches, .test_loss = NAN,
                              .test_accuracy = NAN, .loss = NAN};
     double loss_sum = 0;
