@@ -1228,19 +1228,22 @@ static void grad_sum(const kernel_ctx *c)
         for (idx i = 0; i < total; i++) c->out[i] += c->in[k][i];
 }
 
+/* Ops computed element by element (unary_forward, unary_backward). */
+static bool is_unary(int op)
+{
+    return op == POET_OP_RELU || op == POET_OP_GELU || op == POET_OP_SIGMOID || op == POET_OP_TANH ||
+           op == POET_OP_ERF || op == POET_OP_HARDSIGMOID || op == POET_OP_HARDSWISH || op == POET_OP_CLIP;
+}
+
 static bool backward(const kernel_ctx *c)
 {
+    if (is_unary(fwd_of(c)->op)) {
+        unary_run_backward(c);
+        return true;
+    }
     switch (fwd_of(c)->op) {
     case POET_OP_CONV2D: conv_backward(c); return true;
     case POET_OP_BATCHNORM2D: batchnorm_backward(c); return true;
-    case POET_OP_RELU:
-    case POET_OP_GELU:
-    case POET_OP_SIGMOID:
-    case POET_OP_TANH:
-    case POET_OP_ERF:
-    case POET_OP_HARDSIGMOID:
-    case POET_OP_HARDSWISH:
-    case POET_OP_CLIP: unary_run_backward(c); return true;
     case POET_OP_MAXPOOL2D: pool_backward(c, true); return true;
     case POET_OP_AVGPOOL2D: pool_backward(c, false); return true;
     case POET_OP_GLOBAL_AVGPOOL: global_avgpool_backward(c); return true;
@@ -1265,18 +1268,14 @@ static bool backward(const kernel_ctx *c)
 
 bool kernel_run(const kernel_ctx *c)
 {
+    if (is_unary(c->n->op)) {
+        unary_run_forward(c);
+        return true;
+    }
     switch (c->n->op) {
     case POET_OP_INPUT: copy_forward(c, c->batch_x); return true;
     case POET_OP_CONV2D: conv_forward(c); return true;
     case POET_OP_BATCHNORM2D: batchnorm_forward(c); return true;
-    case POET_OP_RELU:
-    case POET_OP_GELU:
-    case POET_OP_SIGMOID:
-    case POET_OP_TANH:
-    case POET_OP_ERF:
-    case POET_OP_HARDSIGMOID:
-    case POET_OP_HARDSWISH:
-    case POET_OP_CLIP: unary_run_forward(c); return true;
     case POET_OP_MAXPOOL2D: pool_forward(c, true); return true;
     case POET_OP_AVGPOOL2D: pool_forward(c, false); return true;
     case POET_OP_GLOBAL_AVGPOOL: global_avgpool_forward(c); return true;

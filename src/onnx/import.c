@@ -327,15 +327,19 @@ static int bias_add_after(importer *im, int at, const char *product, int64_t fea
     return -1;
 }
 
+/* An op of two activations. */
+static poet_status add_pair(importer *im, const Onnx__NodeProto *np, poet_op op, const value *a, const value *b)
+{
+    int in[2] = {a->node, b->node};
+    int v = add_node(im, op, in, 2, NULL, np->output[0]);
+    return v < 0 ? im->err->status : name_output(im, np, 0, v);
+}
+
 static poet_status map_matmul(importer *im, const Onnx__NodeProto *np, int at)
 {
     const value *a = input_value(im, np, 0, true), *b = a ? input_value(im, np, 1, true) : NULL;
     if (!b) return im->err->status;
-    if (a->node >= 0 && b->node >= 0) {
-        int in[2] = {a->node, b->node};
-        int v = add_node(im, POET_OP_MATMUL, in, 2, NULL, np->output[0]);
-        return v < 0 ? im->err->status : name_output(im, np, 0, v);
-    }
+    if (a->node >= 0 && b->node >= 0) return add_pair(im, np, POET_OP_MATMUL, a, b);
     if (a->node < 0 || b->t.ndim != 2) return refuse(im, np, "only x @ W with a 2-d W, or a product of two activations");
     const value *bias = NULL;
     int add = bias_add_after(im, at, np->output[0], b->t.dims[1], &bias);
@@ -349,11 +353,7 @@ static poet_status map_binary(importer *im, const Onnx__NodeProto *np, poet_op o
 {
     const value *a = input_value(im, np, 0, true), *b = a ? input_value(im, np, 1, true) : NULL;
     if (!b) return im->err->status;
-    if (a->node >= 0 && b->node >= 0) {
-        int in[2] = {a->node, b->node};
-        int v = add_node(im, op, in, 2, NULL, np->output[0]);
-        return v < 0 ? im->err->status : name_output(im, np, 0, v);
-    }
+    if (a->node >= 0 && b->node >= 0) return add_pair(im, np, op, a, b);
     bool left = a->node < 0;
     const value *operand = left ? a : b;
     int x = left ? b->node : a->node;
