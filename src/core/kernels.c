@@ -1228,78 +1228,71 @@ static void grad_sum(const kernel_ctx *c)
         for (idx i = 0; i < total; i++) c->out[i] += c->in[k][i];
 }
 
-/* Ops computed element by element (unary_forward, unary_backward). */
-static bool is_unary(int op)
-{
-    return op == POET_OP_RELU || op == POET_OP_GELU || op == POET_OP_SIGMOID || op == POET_OP_TANH ||
-           op == POET_OP_ERF || op == POET_OP_HARDSIGMOID || op == POET_OP_HARDSWISH || op == POET_OP_CLIP;
-}
+static void input_forward(const kernel_ctx *c) { copy_forward(c, c->batch_x); }
+static void pass_forward(const kernel_ctx *c) { copy_forward(c, c->in[0]); }
+static void maxpool_forward(const kernel_ctx *c) { pool_forward(c, true); }
+static void maxpool_backward(const kernel_ctx *c) { pool_backward(c, true); }
+static void avgpool_forward(const kernel_ctx *c) { pool_forward(c, false); }
+static void avgpool_backward(const kernel_ctx *c) { pool_backward(c, false); }
 
-static bool backward(const kernel_ctx *c)
+typedef void (*kernel_fn)(const kernel_ctx *);
+
+/* Each forward op's kernels, forward and backward, in one row, so that an op
+ * joins in one place. No backward kernel: flatten and reshape pass dY on as
+ * it is (the training graph has no grad node for them). */
+static const struct {
+    kernel_fn forward, backward;
+} kernels[POET_OP_COUNT] = {
+    [POET_OP_INPUT] = {input_forward, NULL},
+    [POET_OP_CONV2D] = {conv_forward, conv_backward},
+    [POET_OP_BATCHNORM2D] = {batchnorm_forward, batchnorm_backward},
+    [POET_OP_MAXPOOL2D] = {maxpool_forward, maxpool_backward},
+    [POET_OP_AVGPOOL2D] = {avgpool_forward, avgpool_backward},
+    [POET_OP_GLOBAL_AVGPOOL] = {global_avgpool_forward, global_avgpool_backward},
+    [POET_OP_ADD] = {binary_forward, binary_backward},
+    [POET_OP_SUB] = {binary_forward, binary_backward},
+    [POET_OP_MUL] = {binary_forward, binary_backward},
+    [POET_OP_DIV] = {binary_forward, binary_backward},
+    [POET_OP_FLATTEN] = {pass_forward, NULL},
+    [POET_OP_RESHAPE] = {pass_forward, NULL},
+    [POET_OP_LINEAR] = {linear_forward, linear_backward},
+    [POET_OP_DROPOUT] = {dropout_forward, dropout_backward},
+    [POET_OP_SOFTMAX_CE] = {softmax_ce_forward, softmax_ce_backward},
+    [POET_OP_LAYERNORM] = {layernorm_forward, layernorm_backward},
+    [POET_OP_SOFTMAX] = {softmax_forward, softmax_backward},
+    [POET_OP_ATTN_SCORES] = {attn_scores_forward, attn_scores_backward},
+    [POET_OP_ATTN_CONTEXT] = {attn_context_forward, attn_context_backward},
+    [POET_OP_MATMUL] = {matmul_forward, matmul_backward},
+    [POET_OP_TRANSPOSE] = {transpose_forward, transpose_backward},
+    [POET_OP_CONCAT] = {concat_forward, concat_backward},
+    [POET_OP_SLICE] = {slice_forward, slice_backward},
+    [POET_OP_RELU] = {unary_run_forward, unary_run_backward},
+    [POET_OP_GELU] = {unary_run_forward, unary_run_backward},
+    [POET_OP_SIGMOID] = {unary_run_forward, unary_run_backward},
+    [POET_OP_TANH] = {unary_run_forward, unary_run_backward},
+    [POET_OP_ERF] = {unary_run_forward, unary_run_backward},
+    [POET_OP_HARDSIGMOID] = {unary_run_forward, unary_run_backward},
+    [POET_OP_HARDSWISH] = {unary_run_forward, unary_run_backward},
+    [POET_OP_CLIP] = {unary_run_forward, unary_run_backward},
+};
+
+/* The kernel of a node: a forward op's own, a grad node's its forward op's
+ * backward, or the sum of gradient contributions. */
+static kernel_fn kernel_of(const kernel_ctx *c)
 {
-    if (is_unary(fwd_of(c)->op)) {
-        unary_run_backward(c);
-        return true;
-    }
-    switch (fwd_of(c)->op) {
-    case POET_OP_CONV2D: conv_backward(c); return true;
-    case POET_OP_BATCHNORM2D: batchnorm_backward(c); return true;
-    case POET_OP_MAXPOOL2D: pool_backward(c, true); return true;
-    case POET_OP_AVGPOOL2D: pool_backward(c, false); return true;
-    case POET_OP_GLOBAL_AVGPOOL: global_avgpool_backward(c); return true;
-    case POET_OP_ADD:
-    case POET_OP_SUB:
-    case POET_OP_MUL:
-    case POET_OP_DIV: binary_backward(c); return true;
-    case POET_OP_LINEAR: linear_backward(c); return true;
-    case POET_OP_DROPOUT: dropout_backward(c); return true;
-    case POET_OP_SOFTMAX_CE: softmax_ce_backward(c); return true;
-    case POET_OP_LAYERNORM: layernorm_backward(c); return true;
-    case POET_OP_SOFTMAX: softmax_backward(c); return true;
-    case POET_OP_ATTN_SCORES: attn_scores_backward(c); return true;
-    case POET_OP_ATTN_CONTEXT: attn_context_backward(c); return true;
-    case POET_OP_MATMUL: matmul_backward(c); return true;
-    case POET_OP_TRANSPOSE: transpose_backward(c); return true;
-    case POET_OP_CONCAT: concat_backward(c); return true;
-    case POET_OP_SLICE: slice_backward(c); return true;
-    default: return false; /* flatten and reshape pass dY on as it is */
-    }
+    int op = c->n->op;
+    if (op == POET_OP_GRAD_SUM) return grad_sum;
+    bool grad = op == POET_OP_GRAD;
+    if (grad) op = fwd_of(c)->op;
+    if (op >= POET_OP_COUNT) return NULL;
+    return grad ? kernels[op].backward : kernels[op].forward;
 }
 
 bool kernel_run(const kernel_ctx *c)
 {
-    if (is_unary(c->n->op)) {
-        unary_run_forward(c);
-        return true;
-    }
-    switch (c->n->op) {
-    case POET_OP_INPUT: copy_forward(c, c->batch_x); return true;
-    case POET_OP_CONV2D: conv_forward(c); return true;
-    case POET_OP_BATCHNORM2D: batchnorm_forward(c); return true;
-    case POET_OP_MAXPOOL2D: pool_forward(c, true); return true;
-    case POET_OP_AVGPOOL2D: pool_forward(c, false); return true;
-    case POET_OP_GLOBAL_AVGPOOL: global_avgpool_forward(c); return true;
-    case POET_OP_ADD:
-    case POET_OP_SUB:
-    case POET_OP_MUL:
-    case POET_OP_DIV: binary_forward(c); return true;
-    case POET_OP_FLATTEN:
-    case POET_OP_RESHAPE: copy_forward(c, c->in[0]); return true;
-    case POET_OP_LINEAR: linear_forward(c); return true;
-    case POET_OP_DROPOUT: dropout_forward(c); return true;
-    case POET_OP_SOFTMAX_CE: softmax_ce_forward(c); return true;
-    case POET_OP_LAYERNORM: layernorm_forward(c); return true;
-    case POET_OP_SOFTMAX: softmax_forward(c); return true;
-    case POET_OP_ATTN_SCORES: attn_scores_forward(c); return true;
-    case POET_OP_ATTN_CONTEXT: attn_context_forward(c); return true;
-    case POET_OP_MATMUL: matmul_forward(c); return true;
-    case POET_OP_TRANSPOSE: transpose_forward(c); return true;
-    case POET_OP_CONCAT: concat_forward(c); return true;
-    case POET_OP_SLICE: slice_forward(c); return true;
-    case POET_OP_GRAD: return backward(c);
-    case POET_OP_GRAD_SUM: grad_sum(c); return true;
-    default: return false;
-    }
+    kernel_fn run = kernel_of(c);
+    if (run) run(c);
+    return run != NULL;
 }
 
 /* ---- workspace ---- */
