@@ -10,8 +10,8 @@ torch.onnx.export, have poet import it (tests/onnx_dump.c), and compare
   - after three SGD steps in poet, the trained ONNX model loaded back into
     PyTorch: its logits in inference mode against poet's.
 PyTorch computes in float64 from the same float32 weights, so the
-differences are poet's float32 rounding alone. Tolerance: |poet - torch| <=
-ATOL + RTOL |torch| elementwise.
+differences are poet's float32 rounding alone. Tolerance: torch_check's,
+|poet - torch| <= ATOL + RTOL |torch| elementwise.
 
 usage: onnx_check.py ONNX_DUMP WORKDIR; prints one line per model and
 "N passed, N failed"."""
@@ -25,7 +25,7 @@ import torch
 from onnx import numpy_helper
 from torch import nn
 
-ATOL, RTOL = 1e-5, 1e-3
+from torch_check import close  # the same tolerance: ATOL + RTOL |torch|
 
 
 class Residual(nn.Module):
@@ -127,12 +127,6 @@ def match(model, inits):
                 found[name] = (pname, True)
                 break
     return found
-
-
-def close(poet, ref):
-    poet, ref = np.asarray(poet, dtype=np.float64).reshape(-1), np.asarray(ref, dtype=np.float64).reshape(-1)
-    err = np.abs(poet - ref)
-    return bool(np.all(err <= ATOL + RTOL * np.abs(ref))), float(err.max()) if err.size else 0.0
 
 
 def logits_of(model, x):

@@ -162,9 +162,15 @@ def forward(g, params, running):
     return vals[-1], new_running
 
 
+def as_float64(v):
+    """A copy of v as a flat float64 tensor, out of any autograd graph."""
+    return v.detach().to(torch.float64).reshape(-1) if torch.is_tensor(v) else torch.tensor(v, dtype=torch.float64).reshape(-1)
+
+
 def close(poet, ref):
-    poet = torch.tensor(poet, dtype=torch.float64).reshape(-1)
-    ref = ref.detach().reshape(-1)
+    """Whether poet's values (a list, an array or a tensor) are within
+    ATOL + RTOL |ref| of ref's, and the largest absolute difference."""
+    poet, ref = as_float64(poet), as_float64(ref)
     err = (poet - ref).abs()
     worst = float((err - RTOL * ref.abs()).max()) if err.numel() else 0.0
     return worst <= ATOL, float(err.max()) if err.numel() else 0.0
@@ -205,4 +211,5 @@ def main():
     sys.exit(0 if all(results) else 1)
 
 
-main()
+if __name__ == "__main__":
+    main()
