@@ -40,8 +40,6 @@ static bool within(const img_header *h, uint64_t at, uint64_t count, uint64_t si
     return at % ALIGN == 0 && at >= h->header_bytes && at <= end && count <= (end - at) / (size ? size : 1);
 }
 
-static uint32_t read_le32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
-
 static poet_status check_header(const uint8_t *img, size_t len, poet_err *err)
 {
     if ((uintptr_t)img % ALIGN)
@@ -55,7 +53,7 @@ static poet_status check_header(const uint8_t *img, size_t len, poet_err *err)
     if (h->header_bytes != sizeof(img_header) || h->image_bytes != len)
         return poet_fail(err, POET_ERR_PARSE, "device image: %zu bytes where its header says %llu (truncated?)", len,
                          (unsigned long long)h->image_bytes);
-    if (crc32_update(0, img, len - 4) != read_le32(img + len - 4))
+    if (crc32_update(0, img, len - 4) != le_get(img + len - 4, 4))
         return poet_fail(err, POET_ERR_PARSE, "device image: checksum mismatch (corrupted)");
     return POET_OK;
 }
@@ -258,9 +256,7 @@ uint64_t poet_dev_image_length(const void *image)
 {
     const uint8_t *p = image;
     if (memcmp(p, POET_IMAGE_MAGIC, 8) != 0) return 0;
-    uint64_t n = 0;
-    for (int i = 0; i < 8; i++) n |= (uint64_t)p[16 + i] << (8 * i); /* img_header.image_bytes */
-    return n;
+    return le_get(p + 16, 8); /* img_header.image_bytes */
 }
 
 poet_status poet_dev_inspect(const void *image, size_t image_bytes, poet_dev_memory *need, poet_err *err)
@@ -615,7 +611,7 @@ void poet_dev_state_save(const poet_dev *d, void *dst)
         memset(p, 0, np);
     p += np;
     memcpy(p, d->state, ns), p += ns;
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(d->step >> (8 * i));
+    le_put(p, d->step, 8);
 }
 
 poet_status poet_dev_state_load(poet_dev *d, const void *src, size_t len, poet_err *err)
@@ -624,8 +620,7 @@ poet_status poet_dev_state_load(poet_dev *d, const void *src, size_t len, poet_e
         return poet_fail(err, POET_ERR_INVALID, "state holds %zu bytes; this model needs %zu", len, poet_dev_state_bytes(d));
     const unsigned char *p = src;
     size_t np = 4 * d->h->n_params, ns = 4 * d->h->n_state;
-    uint64_t step = 0;
-    for (int i = 0; i < 8; i++) step |= (uint64_t)p[3 * np + ns + i] << (8 * i);
+    uint64_t step = le_get(p + 3 * np + ns, 8);
     if (step >> 63) return poet_fail(err, POET_ERR_INVALID, "state has a negative step count");
     memcpy(d->params, p, np);
     memcpy(d->opt_m, p + np, np);

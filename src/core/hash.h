@@ -1,5 +1,5 @@
-/* Internal: SHA-256 (FIPS 180-4) and CRC-32 (IEEE 802.3, as zlib's crc32),
- * freestanding, so that a device hashes its weights and checks its image
+/* Internal: SHA-256 (FIPS 180-4), CRC-32 (IEEE 802.3, as zlib's crc32) and
+ * little-endian fields, freestanding, so that a device hashes its weights and checks its image
  * with the same code as the host. */
 #ifndef POET_SRC_CORE_HASH_H
 #define POET_SRC_CORE_HASH_H
@@ -20,5 +20,19 @@ void sha256_final_hex(sha256_ctx *c, char hex[65]);
 
 /* crc = crc32_update(0, data, len) equals zlib's crc32(0, data, len). */
 uint32_t crc32_update(uint32_t crc, const void *data, size_t len);
+
+/* Little-endian fields of `bytes` bytes (at most 8), as images, states and
+ * checkpoints store their counts and checksums. */
+static inline void le_put(unsigned char *p, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline uint64_t le_get(const unsigned char *p, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
 
 #endif

@@ -6,37 +6,26 @@
 
 #include "poet/file.h"
 #include "poet/runtime.h"
+#include "../core/hash.h"
 
 static const char MAGIC[8] = {'P', 'O', 'E', 'T', 'C', 'K', 'P', 'T'};
 enum { CKPT_VERSION = 1, HEADER_BYTES = 8 + 4 + 4 + 8 * 5, MAX_STATE = 1 << 30 };
-
-static void put(unsigned char *p, uint64_t v, int bytes)
-{
-    for (int i = 0; i < bytes; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t get(const unsigned char *p, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 poet_status poet_checkpoint_parse(const uint8_t *data, size_t len, poet_checkpoint_meta *meta, size_t *state_len,
                                   poet_err *err)
 {
     if (len < HEADER_BYTES + 4 || memcmp(data, MAGIC, sizeof MAGIC))
         return poet_fail(err, POET_ERR_PARSE, "not a poet checkpoint (too short or wrong magic)");
-    if (get(data + 8, 4) != CKPT_VERSION)
+    if (le_get(data + 8, 4) != CKPT_VERSION)
         return poet_fail(err, POET_ERR_UNSUPPORTED, "checkpoint version %u; this poet reads version %d",
-                         (unsigned)get(data + 8, 4), CKPT_VERSION);
-    uint64_t n = get(data + 48, 8);
+                         (unsigned)le_get(data + 8, 4), CKPT_VERSION);
+    uint64_t n = le_get(data + 48, 8);
     if (n > MAX_STATE || n != len - HEADER_BYTES - 4)
         return poet_fail(err, POET_ERR_PARSE, "checkpoint is truncated or has trailing bytes");
-    if (crc32(0L, data, (uInt)(len - 4)) != get(data + len - 4, 4))
+    if (crc32(0L, data, (uInt)(len - 4)) != le_get(data + len - 4, 4))
         return poet_fail(err, POET_ERR_PARSE, "checkpoint is corrupt (CRC mismatch)");
-    poet_checkpoint_meta m = {(uint32_t)get(data + 12, 4), get(data + 16, 8), (long)(int64_t)get(data + 24, 8),
-                              (long)(int64_t)get(data + 32, 8), (long)(int64_t)get(data + 40, 8)};
+    poet_checkpoint_meta m = {(uint32_t)le_get(data + 12, 4), le_get(data + 16, 8), (long)(int64_t)le_get(data + 24, 8),
+                              (long)(int64_t)le_get(data + 32, 8), (long)(int64_t)le_get(data + 40, 8)};
     if (m.step < 0 || m.epoch < 0 || m.batch_in_epoch < 0)
         return poet_fail(err, POET_ERR_PARSE, "checkpoint has a negative step, epoch or batch");
     *meta = m;
@@ -51,15 +40,15 @@ poet_status poet_checkpoint_write(const char *path, const poet_engine *e, const 
     unsigned char *buf = malloc(len);
     if (!buf) return poet_fail(err, POET_ERR_NOMEM, "out of memory writing checkpoint '%s'", path);
     memcpy(buf, MAGIC, sizeof MAGIC);
-    put(buf + 8, CKPT_VERSION, 4);
-    put(buf + 12, meta->graph_hash, 4);
-    put(buf + 16, meta->seed, 8);
-    put(buf + 24, (uint64_t)meta->step, 8);
-    put(buf + 32, (uint64_t)meta->epoch, 8);
-    put(buf + 40, (uint64_t)meta->batch_in_epoch, 8);
-    put(buf + 48, n, 8);
+    le_put(buf + 8, CKPT_VERSION, 4);
+    le_put(buf + 12, meta->graph_hash, 4);
+    le_put(buf + 16, meta->seed, 8);
+    le_put(buf + 24, (uint64_t)meta->step, 8);
+    le_put(buf + 32, (uint64_t)meta->epoch, 8);
+    le_put(buf + 40, (uint64_t)meta->batch_in_epoch, 8);
+    le_put(buf + 48, n, 8);
     poet_engine_state_save(e, buf + HEADER_BYTES);
-    put(buf + len - 4, crc32(0L, buf, (uInt)(len - 4)), 4);
+    le_put(buf + len - 4, crc32(0L, buf, (uInt)(len - 4)), 4);
     poet_status st = poet_write_file_atomic(path, buf, len, err);
     free(buf);
     return st;

@@ -319,8 +319,8 @@ poet_status poet_export_image(const poet_graph *g, const poet_problem *p, const 
     put(&w, NULL, 0); /* the CRC-32 starts aligned */
     h.image_bytes = w.n + 4;
     memcpy(w.p, &h, sizeof h);
-    uint32_t crc = crc32_update(0, w.p, w.n);
-    for (int i = 0; i < 4; i++) w.p[w.n++] = (uint8_t)(crc >> (8 * i));
+    le_put(w.p + w.n, crc32_update(0, w.p, w.n), 4);
+    w.n += 4;
     parts_free(&x);
     if (!ok) {
         free(w.p);
