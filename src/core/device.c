@@ -589,10 +589,7 @@ uint32_t poet_dev_graph_hash(const poet_dev *d) { return d->h->graph_hash; }
 
 void poet_dev_weights_sha256(const poet_dev *d, char hex[65])
 {
-    sha256_ctx c;
-    sha256_init(&c);
-    sha256_update(&c, d->params, 4 * d->h->n_params);
-    sha256_final_hex(&c, hex);
+    sha256_hex(d->params, 4 * d->h->n_params, hex);
 }
 
 /* ---- state ---- */

@@ -11,6 +11,12 @@ static const uint32_t K[64] = {
     0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
     0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
 
+typedef struct sha256_ctx {
+    uint32_t h[8];
+    uint64_t bytes;
+    uint8_t block[64];
+} sha256_ctx;
+
 static uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
 
 static void compress(uint32_t h[8], const uint8_t b[64])
@@ -35,7 +41,7 @@ static void compress(uint32_t h[8], const uint8_t b[64])
     for (int i = 0; i < 8; i++) h[i] += s[i];
 }
 
-void sha256_init(sha256_ctx *c)
+static void sha256_init(sha256_ctx *c)
 {
     static const uint32_t H0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                                    0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
@@ -43,7 +49,7 @@ void sha256_init(sha256_ctx *c)
     c->bytes = 0;
 }
 
-void sha256_update(sha256_ctx *c, const void *data, size_t len)
+static void sha256_update(sha256_ctx *c, const void *data, size_t len)
 {
     const uint8_t *p = data;
     for (size_t i = 0; i < len; i++) {
@@ -52,7 +58,7 @@ void sha256_update(sha256_ctx *c, const void *data, size_t len)
     }
 }
 
-void sha256_final_hex(sha256_ctx *c, char hex[65])
+static void sha256_final_hex(sha256_ctx *c, char hex[65])
 {
     uint64_t bits = c->bytes * 8;
     uint8_t pad = 0x80;
@@ -70,6 +76,14 @@ void sha256_final_hex(sha256_ctx *c, char hex[65])
         hex[2 * i + 1] = digits[b & 15];
     }
     hex[64] = 0;
+}
+
+void sha256_hex(const void *data, size_t len, char hex[65])
+{
+    sha256_ctx c;
+    sha256_init(&c);
+    sha256_update(&c, data, len);
+    sha256_final_hex(&c, hex);
 }
 
 uint32_t crc32_update(uint32_t crc, const void *data, size_t len)

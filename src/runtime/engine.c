@@ -224,8 +224,5 @@ float *poet_engine_buffers(poet_engine *e, int node, uint64_t *count) { return p
 
 void poet_sha256_hex(const void *data, size_t len, char hex[65])
 {
-    sha256_ctx c;
-    sha256_init(&c);
-    sha256_update(&c, data, len);
-    sha256_final_hex(&c, hex);
+    sha256_hex(data, len, hex);
 }
