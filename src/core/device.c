@@ -103,6 +103,13 @@ static bool forward_shapes_ok(const knode *nodes, const knode *n)
     return same;
 }
 
+uint32_t image_reads_of(const poet_node *fwd, int wrt)
+{
+    unsigned m = op_reads(fwd, wrt);
+    return (op_get(fwd->op)->seeds_grad ? 0u : KR_DY) | (m & READ_IN0 ? KR_IN0 : 0u) | (m & READ_IN1 ? KR_IN1 : 0u) |
+           (m & READ_OUT ? KR_OUT : 0u);
+}
+
 static bool grad_shapes_ok(const knode *nodes, const knode *n, int v)
 {
     if (n->op == POET_OP_GRAD_SUM) {
@@ -121,10 +128,7 @@ static bool grad_shapes_ok(const knode *nodes, const knode *n, int v)
     poet_node fv;
     to_poet_node(f, &fv);
     fv.n_inputs = f->n_inputs;
-    unsigned m = op_reads(&fv, n->wrt);
-    uint32_t want_reads = (op_get((poet_op)f->op)->seeds_grad ? 0u : KR_DY) | (m & READ_IN0 ? KR_IN0 : 0u) |
-                          (m & READ_IN1 ? KR_IN1 : 0u) | (m & READ_OUT ? KR_OUT : 0u);
-    if (n->reads != want_reads) return false;
+    if (n->reads != image_reads_of(&fv, n->wrt)) return false;
     int k = 0;
     const int32_t want[4] = {-2, f->inputs[0], f->n_inputs > 1 ? f->inputs[1] : -3, n->fwd};
     for (int b = 0; b < 4; b++) {

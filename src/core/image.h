@@ -22,6 +22,10 @@
  * the forward node's inputs 0 and 1, its output. */
 enum { KR_DY = 1, KR_IN0 = 2, KR_IN1 = 4, KR_OUT = 8 };
 
+/* The KR_* mask of the gradient of fwd's input wrt (-1: its parameters),
+ * from the op registry: what the image writer records and the device checks. */
+uint32_t image_reads_of(const poet_node *fwd, int wrt);
+
 /* One node of the training graph: what a kernel needs to run it. */
 typedef struct knode {
     uint8_t op;       /* poet_op */

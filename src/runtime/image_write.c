@@ -10,7 +10,6 @@
 #include "../core/hash.h"
 #include "../core/image.h"
 #include "../core/kernels.h"
-#include "../graph/ops.h"
 #include "poet/runtime.h"
 
 _Static_assert((int)KI_PAGEOUT == (int)POET_I_PAGEOUT && (int)KI_COMPUTE == (int)POET_I_COMPUTE &&
@@ -47,15 +46,6 @@ static poet_status check_graph(const poet_graph *g, const poet_problem *p, poet_
     return POET_OK;
 }
 
-static uint32_t reads_mask(const poet_graph *g, const poet_node *n)
-{
-    if (n->op != POET_OP_GRAD) return 0;
-    const poet_node *f = &g->nodes[n->fwd];
-    unsigned m = op_reads(f, n->wrt);
-    return (op_get(f->op)->seeds_grad ? 0u : KR_DY) | (m & READ_IN0 ? KR_IN0 : 0u) | (m & READ_IN1 ? KR_IN1 : 0u) |
-           (m & READ_OUT ? KR_OUT : 0u);
-}
-
 static void to_knodes(const poet_graph *g, knode *k, uint64_t *n_params, uint64_t *n_state)
 {
     uint64_t np = 0, ns = 0;
@@ -72,7 +62,7 @@ static void to_knodes(const poet_graph *g, knode *k, uint64_t *n_params, uint64_
         for (int j = 0; j < n->shape.ndim; j++) o->dim[j] = (int32_t)n->shape.dim[j];
         o->attrs = n->attrs;
         o->numel = (uint32_t)(n->bytes / 4);
-        o->reads = reads_mask(g, n);
+        o->reads = n->op == POET_OP_GRAD ? image_reads_of(&g->nodes[n->fwd], n->wrt) : 0;
         if (n->op == POET_OP_GRAD) continue; /* takes its forward node's blocks below */
         o->param_at = (uint32_t)np, o->params = (uint32_t)n->params;
         o->buffer_at = (uint32_t)ns, o->buffers = (uint32_t)n->buffers;
