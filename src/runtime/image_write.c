@@ -242,7 +242,7 @@ static poet_status gather(const poet_graph *g, const poet_problem *p, const poet
     out->params = calloc((size_t)out->n_params + 1, sizeof(float));
     out->state = calloc((size_t)out->n_state + 1, sizeof(float));
     if (!out->params || !out->state) return poet_fail(err, POET_ERR_NOMEM, "out of memory for the initial weights");
-    init_params(g, out->nodes, o->seed, out->params, out->state);
+    if (!o->params || !o->buffers) init_params(g, out->nodes, o->seed, out->params, out->state);
     if (o->params) memcpy(out->params, o->params, (size_t)out->n_params * sizeof(float));
     if (o->buffers) memcpy(out->state, o->buffers, (size_t)out->n_state * sizeof(float));
     out->storage_bytes = assign_slots(g, &out->train, out->slots);
