@@ -1,5 +1,5 @@
-/* What train, export and emulate share: their common options, and a zoo
- * model planned for a device and a budget. */
+/* What train, export and emulate share: their common options, and a model
+ * (from the zoo or imported from ONNX) planned for a device and a budget. */
 #ifndef POET_TOOLS_SESSION_H
 #define POET_TOOLS_SESSION_H
 

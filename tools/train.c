@@ -169,12 +169,12 @@ static void on_progress(void *ctx, const poet_train_progress *p)
                 p->test_loss, 100 * p->test_accuracy);
 }
 
-static int report(const run *r, const train_args *a, const poet_train_report *tr, cJSON *epochs, bool json)
+static int report(const run *r, const parsed *q, const poet_train_report *tr, cJSON *epochs, bool json)
 {
     const poet_engine_stats *s = poet_engine_get_stats(r->e);
     char sha[65];
     poet_engine_weights_sha256(r->e, sha);
-    const char *planner = a->t.planner ? a->t.planner : poet_planner_default();
+    const char *planner = q->v.planner;
     if (!json) {
         printf("%s on %s (%s), planner %s: budget %llu B of keep-all %llu B\n", r->s.g->model, r->s.inst.device.name,
                r->d.name, planner, (unsigned long long)r->s.p.budget_bytes, (unsigned long long)r->s.p.keep_all_peak_bytes);
@@ -268,7 +268,7 @@ int cmd_train(int argc, char **argv)
             cJSON_Delete(pc.epochs);
         } else {
             rc = write_onnx(&r, a.onnx_out);
-            rc = rc ? rc : report(&r, &a, &tr, pc.epochs, a.json);
+            rc = rc ? rc : report(&r, &q, &tr, pc.epochs, a.json);
         }
     }
     run_free(&r);
