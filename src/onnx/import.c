@@ -89,6 +89,20 @@ static int define(importer *im, const char *name)
     return v;
 }
 
+/* Defines name as a known tensor, taking t over (freed on failure); its
+ * index, or -1 after an error. */
+static int define_known(importer *im, const char *name, tensor *t)
+{
+    int v = define(im, name);
+    if (v < 0) {
+        tensor_free(t);
+        return -1;
+    }
+    im->vals[v].known = true;
+    im->vals[v].t = *t;
+    return v;
+}
+
 static const char *node_label(const Onnx__NodeProto *np)
 {
     return np->name && *np->name ? np->name : np->n_output ? np->output[0] : "";
@@ -188,6 +202,14 @@ static poet_status name_output(importer *im, const Onnx__NodeProto *np, int k, i
     if (at < 0) return im->err->status ? im->err->status : refuse(im, np, "an output is missing");
     im->vals[at].node = v;
     return POET_OK;
+}
+
+/* Adds a poet node for np's first output and names that output after it. */
+static poet_status emit(importer *im, const Onnx__NodeProto *np, poet_op op, const int *inputs, int n_inputs,
+                        const poet_attrs *a)
+{
+    int v = add_node(im, op, inputs, n_inputs, a, np->output[0]);
+    return v < 0 ? im->err->status : name_output(im, np, 0, v);
 }
 
 /* Copies tensor t into the last node's parameters (or buffers) at offset,
@@ -331,8 +353,7 @@ static int bias_add_after(importer *im, int at, const char *product, int64_t fea
 static poet_status add_pair(importer *im, const Onnx__NodeProto *np, poet_op op, const value *a, const value *b)
 {
     int in[2] = {a->node, b->node};
-    int v = add_node(im, op, in, 2, NULL, np->output[0]);
-    return v < 0 ? im->err->status : name_output(im, np, 0, v);
+    return emit(im, np, op, in, 2, NULL);
 }
 
 static poet_status map_matmul(importer *im, const Onnx__NodeProto *np, int at)
@@ -374,9 +395,7 @@ static poet_status map_binary(importer *im, const Onnx__NodeProto *np, poet_op o
 static poet_status map_unary(importer *im, const Onnx__NodeProto *np, poet_op op, const poet_attrs *a)
 {
     int x = activation(im, np, 0);
-    if (x < 0) return im->err->status;
-    int v = add_node(im, op, &x, 1, a, np->output[0]);
-    return v < 0 ? im->err->status : name_output(im, np, 0, v);
+    return x < 0 ? im->err->status : emit(im, np, op, &x, 1, a);
 }
 
 static poet_status map_clip(importer *im, const Onnx__NodeProto *np)
@@ -570,8 +589,7 @@ static poet_status reshape_to(importer *im, const Onnx__NodeProto *np, int x, co
     if (same) return name_output(im, np, 0, x);
     poet_attrs a = {.ndim = ndim};
     for (int k = 0; k < ndim; k++) a.dim[k] = (int32_t)dims[k];
-    int v = add_node(im, POET_OP_RESHAPE, &x, 1, &a, np->output[0]);
-    return v < 0 ? im->err->status : name_output(im, np, 0, v);
+    return emit(im, np, POET_OP_RESHAPE, &x, 1, &a);
 }
 
 static poet_status map_reshape(importer *im, const Onnx__NodeProto *np)
@@ -598,8 +616,7 @@ static poet_status map_flatten(importer *im, const Onnx__NodeProto *np)
     for (int k = 0; k < s->ndim; k++) in[k] = s->dim[k];
     int64_t dims[2] = {prod(in, (int)axis), prod(in + axis, s->ndim - (int)axis)};
     if (axis != 1 || s->ndim <= 2) return reshape_to(im, np, x, dims, 2);
-    int v = add_node(im, POET_OP_FLATTEN, &x, 1, NULL, np->output[0]); /* [N, rest]: poet's own flatten */
-    return v < 0 ? im->err->status : name_output(im, np, 0, v);
+    return emit(im, np, POET_OP_FLATTEN, &x, 1, NULL); /* [N, rest]: poet's own flatten */
 }
 
 /* Squeeze and Unsqueeze of an activation: a reshape. */
@@ -636,8 +653,7 @@ static poet_status map_concat(importer *im, const Onnx__NodeProto *np)
     for (int j = 0; j < (int)np->n_input; j++)
         if ((in[j] = activation(im, np, j)) < 0) return im->err->status;
     poet_attrs a = {.axis = (int32_t)attr_int(np, "axis", 0)};
-    int v = add_node(im, POET_OP_CONCAT, in, (int)np->n_input, &a, np->output[0]);
-    return v < 0 ? im->err->status : name_output(im, np, 0, v);
+    return emit(im, np, POET_OP_CONCAT, in, (int)np->n_input, &a);
 }
 
 /* One slice node of [start, end) on axis, named as output k. */
@@ -740,10 +756,8 @@ static poet_status map_identity(importer *im, const Onnx__NodeProto *np, int at)
     tensor copy = {0};
     poet_status st = fold_node(np, &(fold_input){&x->t, NULL}, 1, im->opset, &copy, im->err);
     if (st) return st;
-    int v = define(im, np->output[0]);
-    if (v < 0) return tensor_free(&copy), im->err->status;
-    im->vals[v].known = true;
-    im->vals[v].t = copy;
+    int v = define_known(im, np->output[0], &copy);
+    if (v < 0) return im->err->status;
     im->vals[v].from = x->from.kind == FROM_NONE ? x->from : (origin){FROM_IDENTITY, at, x->from.transposed};
     return POET_OK;
 }
@@ -771,10 +785,8 @@ static poet_status fold(importer *im, const Onnx__NodeProto *np)
     tensor t;
     poet_status st = fold_node(np, in, n, im->opset, &t, im->err);
     if (st) return st;
-    int v = define(im, np->output[0]);
-    if (v < 0) return tensor_free(&t), im->err->status;
-    im->vals[v].known = true;
-    im->vals[v].t = t;
+    int v = define_known(im, np->output[0], &t);
+    if (v < 0) return im->err->status;
     im->folded++;
     /* a weight the exporter transposes stays that weight, to write back */
     int src = is_op(np, "Transpose") && t.ndim == 2 ? find(im, np->input[0]) : -1;
@@ -812,11 +824,7 @@ static poet_status map_constant(importer *im, const Onnx__NodeProto *np)
         return refuse(im, np, "a Constant without a value poet reads");
     }
     if (st) return st;
-    int v = define(im, np->output[0]);
-    if (v < 0) return tensor_free(&t), im->err->status;
-    im->vals[v].known = true;
-    im->vals[v].t = t;
-    return POET_OK;
+    return define_known(im, np->output[0], &t) < 0 ? im->err->status : POET_OK;
 }
 
 typedef struct unary_op {
@@ -884,10 +892,8 @@ static poet_status read_initializers(importer *im)
         tensor t;
         poet_status st = tensor_from_proto(p, &t, "initializer", im->err);
         if (st) return st;
-        int v = define(im, p->name);
-        if (v < 0) return tensor_free(&t), im->err->status;
-        im->vals[v].known = true;
-        im->vals[v].t = t;
+        int v = define_known(im, p->name, &t);
+        if (v < 0) return im->err->status;
         im->vals[v].from = (origin){FROM_INITIALIZER, (int)k, false};
     }
     return POET_OK;
