@@ -1003,7 +1003,7 @@ static int opset_of(const Onnx__ModelProto *mp)
     return 0;
 }
 
-static poet_status build(importer *im, const Onnx__ModelProto *mp, const poet_onnx_options *o)
+static poet_status build(importer *im, const poet_onnx_options *o)
 {
     poet_status st;
     if ((st = grow_slots(im)) || (st = read_initializers(im)) || (st = read_input(im, o)) || (st = count_uses(im)))
@@ -1030,7 +1030,6 @@ static poet_status build(importer *im, const Onnx__ModelProto *mp, const poet_on
     snprintf(s->input, sizeof s->input, "%s", in->name);
     s->input_ndim = in->shape.ndim;
     for (int k = 0; k < in->shape.ndim; k++) s->input_dims[k] = in->shape.dim[k];
-    (void)mp;
     return POET_OK;
 }
 
@@ -1064,7 +1063,7 @@ poet_status poet_onnx_import_bytes(const uint8_t *data, size_t len, const char *
     if (!st) st = poet_graph_init(&m->graph, mp->graph->name && *mp->graph->name ? mp->graph->name : "onnx",
                                   o && o->batch > 0 ? o->batch : 1, err);
     importer im = {mp->graph, opset, m, NULL, 0, 0, NULL, 0, NULL, NULL, 0, 0, 0, 0, 0, err};
-    if (!st) st = build(&im, mp, o);
+    if (!st) st = build(&im, o);
     importer_free(&im);
     onnx__model_proto__free_unpacked(mp, NULL);
     if (!st) {
