@@ -223,11 +223,7 @@ static poet_status fill(importer *im, const value *src, bool buffer, uint64_t of
     float *base = (buffer ? im->m->buffers + im->m->n_buffers : im->m->params + im->m->n_params) - count + offset;
     if (offset + t->n > count)
         return poet_fail(im->err, POET_ERR_INVALID, "tensor '%s' does not fit node '%s'", src->name, n->name);
-    for (uint64_t k = 0; k < t->n; k++) {
-        float v = (float)tensor_real(t, k);
-        if (rows > 0) base[(k % (uint64_t)cols) * (uint64_t)rows + k / (uint64_t)cols] = v;
-        else base[k] = v;
-    }
+    for (uint64_t k = 0; k < t->n; k++) base[transposed_at(k, rows, cols)] = (float)tensor_real(t, k);
     if (src->from.kind == FROM_NONE) return POET_OK; /* a folded constant: nothing to write back */
     /* the ONNX tensor is src, or its transpose; poet holds that, or its transpose */
     bool flip = (rows > 0) != src->from.transposed;

@@ -49,6 +49,13 @@ typedef struct binding {
     int64_t rows, cols; /* > 0: ONNX keeps it transposed, [rows][cols] */
 } binding;
 
+/* Where element k of a [rows][cols] tensor lies in its transpose; k itself
+ * when rows is 0 (not transposed). */
+static inline uint64_t transposed_at(uint64_t k, int64_t rows, int64_t cols)
+{
+    return rows > 0 ? (k % (uint64_t)cols) * (uint64_t)rows + k / (uint64_t)cols : k;
+}
+
 struct poet_onnx_model {
     poet_graph graph;
     float *params, *buffers;

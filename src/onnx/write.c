@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/hash.h"
 #include "internal.h"
 #include "poet/file.h"
 
@@ -17,8 +18,7 @@ static bool fill_raw(Onnx__TensorProto *t, const binding *b, const float *src)
     if (!raw) return false;
     for (uint64_t k = 0; k < b->n; k++) {
         /* ONNX keeps a transposed weight [rows][cols]; poet has it [cols][rows] */
-        uint64_t at = b->rows > 0 ? (k % (uint64_t)b->cols) * (uint64_t)b->rows + k / (uint64_t)b->cols : k;
-        uint64_t bits;
+        uint64_t at = transposed_at(k, b->rows, b->cols), bits;
         if (dbl) {
             double d = src[at];
             memcpy(&bits, &d, 8);
@@ -27,7 +27,7 @@ static bool fill_raw(Onnx__TensorProto *t, const binding *b, const float *src)
             memcpy(&u, &src[at], 4);
             bits = u;
         }
-        for (size_t j = 0; j < width; j++) raw[k * width + j] = (uint8_t)(bits >> (8 * j));
+        le_put(raw + k * width, bits, (int)width);
     }
     free(t->float_data);
     free(t->double_data);
