@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/hash.h"
 #include "internal.h"
 
 enum { FOLD_MAX_ELEMENTS = 1 << 29 }; /* 2 GiB of floats: more than protobuf holds */
@@ -45,14 +46,6 @@ double tensor_real(const tensor *t, uint64_t k)
     return t->is_float ? (double)t->f[k] : (double)t->i[k];
 }
 
-/* A little-endian integer of `bytes` bytes. */
-static uint64_t le(const uint8_t *p, int bytes)
-{
-    uint64_t v = 0;
-    for (int k = 0; k < bytes; k++) v |= (uint64_t)p[k] << (8 * k);
-    return v;
-}
-
 poet_status tensor_from_proto(const Onnx__TensorProto *p, tensor *t, const char *what, poet_err *err)
 {
     memset(t, 0, sizeof *t);
@@ -87,19 +80,19 @@ poet_status tensor_from_proto(const Onnx__TensorProto *p, tensor *t, const char 
     const uint8_t *raw = p->raw_data.data;
     for (uint64_t k = 0; k < t->n; k++) {
         if (type == ONNX_FLOAT) {
-            uint32_t u = raw ? (uint32_t)le(raw + 4 * k, 4) : 0;
+            uint32_t u = raw ? (uint32_t)le_get(raw + 4 * k, 4) : 0;
             if (raw) memcpy(&t->f[k], &u, 4);
             else t->f[k] = p->float_data[k];
         } else if (type == ONNX_DOUBLE) {
             double d;
-            uint64_t u = raw ? le(raw + 8 * k, 8) : 0;
+            uint64_t u = raw ? le_get(raw + 8 * k, 8) : 0;
             if (raw) memcpy(&d, &u, 8);
             else d = p->double_data[k];
             t->f[k] = (float)d;
         } else if (type == ONNX_INT64) {
-            t->i[k] = raw ? (int64_t)le(raw + 8 * k, 8) : p->int64_data[k];
+            t->i[k] = raw ? (int64_t)le_get(raw + 8 * k, 8) : p->int64_data[k];
         } else if (type == ONNX_INT32) {
-            t->i[k] = raw ? (int32_t)(uint32_t)le(raw + 4 * k, 4) : p->int32_data[k];
+            t->i[k] = raw ? (int32_t)(uint32_t)le_get(raw + 4 * k, 4) : p->int32_data[k];
         } else {
             t->i[k] = raw ? raw[k] != 0 : p->int32_data[k] != 0;
         }
