@@ -130,12 +130,17 @@ const int64_t *attr_ints(const Onnx__NodeProto *np, const char *name, int *n)
 
 /* ---- folding ---- */
 
-static poet_status refuse(const Onnx__NodeProto *np, const char *why, poet_err *err)
+const char *onnx_node_label(const Onnx__NodeProto *np)
 {
-    return poet_fail(err, POET_ERR_UNSUPPORTED, "node '%s' (%s): %s", np->name ? np->name : "", np->op_type, why);
+    return np->name && *np->name ? np->name : np->n_output && np->output[0] ? np->output[0] : "";
 }
 
-static bool is_op(const Onnx__NodeProto *np, const char *op) { return strcmp(np->op_type, op) == 0; }
+poet_status onnx_refuse(const Onnx__NodeProto *np, const char *why, poet_err *err)
+{
+    return poet_fail(err, POET_ERR_UNSUPPORTED, "node '%s' (%s): %s", onnx_node_label(np), np->op_type, why);
+}
+
+bool onnx_is_op(const Onnx__NodeProto *np, const char *op) { return strcmp(np->op_type, op) == 0; }
 
 /* Broadcast index: the element of t that output element o of shape out
  * (right-aligned) reads. */
@@ -159,7 +164,7 @@ static poet_status broadcast_shape(const Onnx__NodeProto *np, const tensor *a, c
     for (int k = 0; k < *ndim; k++) {
         int ja = a->ndim - *ndim + k, jb = b->ndim - *ndim + k;
         int64_t da = ja >= 0 ? a->dims[ja] : 1, db = jb >= 0 ? b->dims[jb] : 1;
-        if (da != db && da != 1 && db != 1) return refuse(np, "constant operands do not broadcast", err);
+        if (da != db && da != 1 && db != 1) return onnx_refuse(np, "constant operands do not broadcast", err);
         dims[k] = da == 1 ? db : da;
     }
     return POET_OK;
@@ -169,7 +174,7 @@ static poet_status fold_binary(const Onnx__NodeProto *np, const tensor *a, const
 {
     int ndim;
     int64_t dims[TENSOR_MAX_DIMS];
-    bool is_float = a->is_float || b->is_float, cmp = is_op(np, "Equal");
+    bool is_float = a->is_float || b->is_float, cmp = onnx_is_op(np, "Equal");
     poet_status st = broadcast_shape(np, a, b, &ndim, dims, err);
     if (st || (st = tensor_alloc(out, is_float && !cmp, ndim, dims, err))) return st;
     for (uint64_t o = 0; o < out->n; o++) {
@@ -178,13 +183,13 @@ static poet_status fold_binary(const Onnx__NodeProto *np, const tensor *a, const
             out->i[o] = tensor_real(a, ia) == tensor_real(b, ib);
         } else if (is_float) {
             float x = (float)tensor_real(a, ia), y = (float)tensor_real(b, ib);
-            out->f[o] = is_op(np, "Add") ? x + y : is_op(np, "Sub") ? x - y : is_op(np, "Mul") ? x * y
-                        : is_op(np, "Div") ? x / y : powf(x, y);
+            out->f[o] = onnx_is_op(np, "Add") ? x + y : onnx_is_op(np, "Sub") ? x - y : onnx_is_op(np, "Mul") ? x * y
+                        : onnx_is_op(np, "Div") ? x / y : powf(x, y);
         } else {
             int64_t x = a->i[ia], y = b->i[ib];
-            if (is_op(np, "Div") && y == 0) return refuse(np, "integer division by zero in a constant", err);
-            out->i[o] = is_op(np, "Add") ? x + y : is_op(np, "Sub") ? x - y : is_op(np, "Mul") ? x * y
-                        : is_op(np, "Div") ? x / y : (int64_t)pow((double)x, (double)y);
+            if (onnx_is_op(np, "Div") && y == 0) return onnx_refuse(np, "integer division by zero in a constant", err);
+            out->i[o] = onnx_is_op(np, "Add") ? x + y : onnx_is_op(np, "Sub") ? x - y : onnx_is_op(np, "Mul") ? x * y
+                        : onnx_is_op(np, "Div") ? x / y : (int64_t)pow((double)x, (double)y);
         }
     }
     return POET_OK;
@@ -192,17 +197,17 @@ static poet_status fold_binary(const Onnx__NodeProto *np, const tensor *a, const
 
 static poet_status fold_unary(const Onnx__NodeProto *np, const tensor *a, tensor *out, poet_err *err)
 {
-    bool cast = is_op(np, "Cast");
+    bool cast = onnx_is_op(np, "Cast");
     int to = (int)attr_int(np, "to", ONNX_FLOAT);
     bool is_float = cast ? (to == ONNX_FLOAT || to == ONNX_DOUBLE) : a->is_float;
     if (cast && !is_float && to != ONNX_INT64 && to != ONNX_INT32 && to != ONNX_BOOL)
-        return refuse(np, "cast to a type poet does not keep", err);
+        return onnx_refuse(np, "cast to a type poet does not keep", err);
     poet_status st = tensor_alloc(out, is_float, a->ndim, a->dims, err);
     if (st) return st;
     for (uint64_t k = 0; k < a->n; k++) {
         double x = tensor_real(a, k);
-        double y = is_op(np, "Neg") ? -x : is_op(np, "Sqrt") ? sqrt(x) : is_op(np, "Floor") ? floor(x)
-                   : is_op(np, "Ceil") ? ceil(x) : x; /* Cast, Identity */
+        double y = onnx_is_op(np, "Neg") ? -x : onnx_is_op(np, "Sqrt") ? sqrt(x) : onnx_is_op(np, "Floor") ? floor(x)
+                   : onnx_is_op(np, "Ceil") ? ceil(x) : x; /* Cast, Identity */
         if (is_float) out->f[k] = (float)y;
         else out->i[k] = cast && to == ONNX_BOOL ? y != 0 : (int64_t)y;
     }
@@ -253,7 +258,7 @@ static poet_status fold_gather(const Onnx__NodeProto *np, const tensor *data, co
     int axis;
     if (data->ndim < 1 || !axis_in(attr_int(np, "axis", 0), data->ndim, &axis) ||
         data->ndim + idx->ndim - 1 > TENSOR_MAX_DIMS)
-        return refuse(np, "axis outside the data", err);
+        return onnx_refuse(np, "axis outside the data", err);
     int64_t dims[TENSOR_MAX_DIMS];
     int nd = 0;
     for (int k = 0; k < axis; k++) dims[nd++] = data->dims[k];
@@ -267,7 +272,7 @@ static poet_status fold_gather(const Onnx__NodeProto *np, const tensor *data, co
         for (uint64_t j = 0; j < idx->n; j++) {
             int64_t at = tensor_int(idx, j);
             if (at < 0) at += (int64_t)along;
-            if (at < 0 || (uint64_t)at >= along) return refuse(np, "an index outside the data", err);
+            if (at < 0 || (uint64_t)at >= along) return onnx_refuse(np, "an index outside the data", err);
             for (uint64_t b = 0; b < inner; b++, o++) copy_elem(out, o, data, (a * along + (uint64_t)at) * inner + b);
         }
     return POET_OK;
@@ -277,16 +282,16 @@ static poet_status fold_concat(const Onnx__NodeProto *np, const fold_input *in, 
 {
     const tensor *first = in[0].t;
     int axis;
-    if (!axis_in(attr_int(np, "axis", 0), first->ndim, &axis)) return refuse(np, "axis outside the inputs", err);
+    if (!axis_in(attr_int(np, "axis", 0), first->ndim, &axis)) return onnx_refuse(np, "axis outside the inputs", err);
     int64_t dims[TENSOR_MAX_DIMS];
     memcpy(dims, first->dims, sizeof dims);
     bool is_float = false;
     dims[axis] = 0;
     for (int j = 0; j < n_in; j++) {
         const tensor *t = in[j].t;
-        if (!t || t->ndim != first->ndim) return refuse(np, "inputs of different ranks", err);
+        if (!t || t->ndim != first->ndim) return onnx_refuse(np, "inputs of different ranks", err);
         for (int k = 0; k < t->ndim; k++)
-            if (k != axis && t->dims[k] != first->dims[k]) return refuse(np, "inputs differ off the axis", err);
+            if (k != axis && t->dims[k] != first->dims[k]) return onnx_refuse(np, "inputs differ off the axis", err);
         dims[axis] += t->dims[axis];
         is_float = is_float || t->is_float;
     }
@@ -313,22 +318,22 @@ poet_status squeeze_dims(const Onnx__NodeProto *np, const int64_t *in_dims, int 
     int na;
     const int64_t *attr = attr_ints(np, "axes", &na);
     if (axes_in) na = (int)axes_in->n;
-    if (na > TENSOR_MAX_DIMS) return refuse(np, "too many axes", err);
+    if (na > TENSOR_MAX_DIMS) return onnx_refuse(np, "too many axes", err);
     for (int k = 0; k < na; k++) axes[k] = axes_in ? tensor_int(axes_in, (uint64_t)k) : attr[k];
-    bool unsq = is_op(np, "Unsqueeze");
+    bool unsq = onnx_is_op(np, "Unsqueeze");
     int rank = unsq ? in_ndim + (na < 0 ? 0 : na) : in_ndim;
-    if (rank > TENSOR_MAX_DIMS) return refuse(np, "too many dimensions", err);
+    if (rank > TENSOR_MAX_DIMS) return onnx_refuse(np, "too many dimensions", err);
     bool mark[TENSOR_MAX_DIMS] = {false};
     for (int k = 0; k < na; k++) {
         int a;
-        if (!axis_in(axes[k], rank, &a)) return refuse(np, "an axis out of range", err);
+        if (!axis_in(axes[k], rank, &a)) return onnx_refuse(np, "an axis out of range", err);
         mark[a] = true;
     }
     *ndim = 0;
     for (int k = 0, j = 0; k < rank; k++) {
         if (unsq) dims[(*ndim)++] = mark[k] ? 1 : in_dims[j++];
         else if (!(mark[k] || (na < 0 && in_dims[k] == 1))) dims[(*ndim)++] = in_dims[k];
-        else if (in_dims[k] != 1) return refuse(np, "squeezes a dimension that is not 1", err);
+        else if (in_dims[k] != 1) return onnx_refuse(np, "squeezes a dimension that is not 1", err);
     }
     return POET_OK;
 }
@@ -349,7 +354,7 @@ static poet_status fold_axes(const Onnx__NodeProto *np, const fold_input *in, in
 poet_status reshape_target(const Onnx__NodeProto *np, const int64_t *in_dims, int in_ndim, const tensor *shape,
                            int64_t *dims, int *ndim, poet_err *err)
 {
-    if (shape->ndim != 1 || shape->n > TENSOR_MAX_DIMS) return refuse(np, "its shape is not a short 1-d tensor", err);
+    if (shape->ndim != 1 || shape->n > TENSOR_MAX_DIMS) return onnx_refuse(np, "its shape is not a short 1-d tensor", err);
     uint64_t total = 1, known = 1;
     for (int k = 0; k < in_ndim; k++) total *= (uint64_t)in_dims[k];
     int infer = -1;
@@ -358,25 +363,25 @@ poet_status reshape_target(const Onnx__NodeProto *np, const int64_t *in_dims, in
     for (int k = 0; k < *ndim; k++) {
         int64_t d = tensor_int(shape, (uint64_t)k);
         if (d == 0 && !allowzero) {
-            if (k >= in_ndim) return refuse(np, "a 0 in its shape past the input's rank", err);
+            if (k >= in_ndim) return onnx_refuse(np, "a 0 in its shape past the input's rank", err);
             d = in_dims[k];
         }
         if (d == -1) {
-            if (infer >= 0) return refuse(np, "two -1 in its shape", err);
+            if (infer >= 0) return onnx_refuse(np, "two -1 in its shape", err);
             infer = k;
             d = 1;
         } else if (d < 0) {
-            return refuse(np, "a negative dimension in its shape", err);
+            return onnx_refuse(np, "a negative dimension in its shape", err);
         }
         dims[k] = d;
         known *= (uint64_t)d;
     }
     if (infer >= 0) {
-        if (!known || total % known) return refuse(np, "no dimension makes its -1 fit the input", err);
+        if (!known || total % known) return onnx_refuse(np, "no dimension makes its -1 fit the input", err);
         dims[infer] = (int64_t)(total / known);
         known = total;
     }
-    if (known != total) return refuse(np, "its shape holds another number of elements than its input", err);
+    if (known != total) return onnx_refuse(np, "its shape holds another number of elements than its input", err);
     return POET_OK;
 }
 
@@ -395,17 +400,17 @@ static poet_status fold_reshape(const Onnx__NodeProto *np, const tensor *x, cons
 static poet_status fold_slice(const Onnx__NodeProto *np, const fold_input *in, int n_in, tensor *out, poet_err *err)
 {
     const tensor *x = in[0].t;
-    if (n_in < 3 || !in[1].t || !in[2].t) return refuse(np, "a slice of a constant without starts and ends", err);
+    if (n_in < 3 || !in[1].t || !in[2].t) return onnx_refuse(np, "a slice of a constant without starts and ends", err);
     int64_t start[TENSOR_MAX_DIMS] = {0}, step[TENSOR_MAX_DIMS], dims[TENSOR_MAX_DIMS];
     for (int k = 0; k < x->ndim; k++) step[k] = 1, dims[k] = x->dims[k];
     for (uint64_t j = 0; j < in[1].t->n; j++) {
         int a = (int)j;
         if (n_in > 3 && in[3].t && (j >= in[3].t->n || !axis_in(tensor_int(in[3].t, j), x->ndim, &a)))
-            return refuse(np, "an axis out of range", err);
-        if (a >= x->ndim || j >= in[2].t->n) return refuse(np, "starts and ends do not match the input", err);
+            return onnx_refuse(np, "an axis out of range", err);
+        if (a >= x->ndim || j >= in[2].t->n) return onnx_refuse(np, "starts and ends do not match the input", err);
         int64_t d = x->dims[a], s = tensor_int(in[1].t, j), e = tensor_int(in[2].t, j);
         int64_t st = n_in > 4 && in[4].t && j < in[4].t->n ? tensor_int(in[4].t, j) : 1;
-        if (st == 0) return refuse(np, "a step of 0", err);
+        if (st == 0) return onnx_refuse(np, "a step of 0", err);
         s = s < 0 ? s + d : s, e = e < 0 ? e + d : e;
         if (st > 0) s = s < 0 ? 0 : s > d ? d : s, e = e < 0 ? 0 : e > d ? d : e;
         else s = s < 0 ? -1 : s > d - 1 ? d - 1 : s, e = e < -1 ? -1 : e > d - 1 ? d - 1 : e;
@@ -433,7 +438,7 @@ static poet_status fold_constant_of_shape(const Onnx__NodeProto *np, const tenso
     tensor v = {0};
     poet_status st = POET_OK;
     if (a && a->t && (st = tensor_from_proto(a->t, &v, "ConstantOfShape", err))) return st;
-    if (shape->n > TENSOR_MAX_DIMS) return refuse(np, "too many dimensions", err);
+    if (shape->n > TENSOR_MAX_DIMS) return onnx_refuse(np, "too many dimensions", err);
     int64_t dims[TENSOR_MAX_DIMS];
     for (uint64_t k = 0; k < shape->n; k++) dims[k] = tensor_int(shape, k);
     bool is_float = a && a->t ? v.is_float : true;
@@ -449,7 +454,7 @@ static poet_status fold_constant_of_shape(const Onnx__NodeProto *np, const tenso
 static poet_status fold_range(const Onnx__NodeProto *np, const fold_input *in, tensor *out, poet_err *err)
 {
     double s = tensor_real(in[0].t, 0), e = tensor_real(in[1].t, 0), d = tensor_real(in[2].t, 0);
-    if (d == 0) return refuse(np, "a delta of 0", err);
+    if (d == 0) return onnx_refuse(np, "a delta of 0", err);
     double count = ceil((e - s) / d);
     int64_t n = count > 0 ? (int64_t)count : 0;
     bool is_float = in[0].t->is_float;
@@ -467,9 +472,10 @@ static poet_status fold_where(const Onnx__NodeProto *np, const fold_input *in, t
     int64_t d1[TENSOR_MAX_DIMS], dims[TENSOR_MAX_DIMS];
     tensor tmp = {0};
     poet_status st = broadcast_shape(np, in[1].t, in[2].t, &nd1, d1, err);
+    if (st) return st;
     tmp.ndim = nd1;
-    memcpy(tmp.dims, d1, sizeof d1);
-    if (st || (st = broadcast_shape(np, in[0].t, &tmp, &nd, dims, err))) return st;
+    memcpy(tmp.dims, d1, (size_t)nd1 * sizeof *d1);
+    if ((st = broadcast_shape(np, in[0].t, &tmp, &nd, dims, err))) return st;
     bool is_float = in[1].t->is_float || in[2].t->is_float;
     if ((st = tensor_alloc(out, is_float, nd, dims, err))) return st;
     for (uint64_t o = 0; o < out->n; o++) {
@@ -483,7 +489,7 @@ static poet_status fold_where(const Onnx__NodeProto *np, const fold_input *in, t
 static poet_status fold_expand(const Onnx__NodeProto *np, const tensor *x, const tensor *shape, tensor *out,
                                poet_err *err)
 {
-    if (shape->n > TENSOR_MAX_DIMS) return refuse(np, "too many dimensions", err);
+    if (shape->n > TENSOR_MAX_DIMS) return onnx_refuse(np, "too many dimensions", err);
     tensor target = {0};
     target.ndim = (int)shape->n;
     for (uint64_t k = 0; k < shape->n; k++) target.dims[k] = tensor_int(shape, k);
@@ -500,10 +506,10 @@ static poet_status fold_transpose(const Onnx__NodeProto *np, const tensor *x, te
     int n;
     const int64_t *perm = attr_ints(np, "perm", &n);
     int64_t p[TENSOR_MAX_DIMS], dims[TENSOR_MAX_DIMS];
-    if (n >= 0 && n != x->ndim) return refuse(np, "perm of the wrong length", err);
+    if (n >= 0 && n != x->ndim) return onnx_refuse(np, "perm of the wrong length", err);
     for (int k = 0; k < x->ndim; k++) {
         p[k] = n >= 0 ? perm[k] : x->ndim - 1 - k;
-        if (p[k] < 0 || p[k] >= x->ndim) return refuse(np, "perm out of range", err);
+        if (p[k] < 0 || p[k] >= x->ndim) return onnx_refuse(np, "perm out of range", err);
         dims[k] = x->dims[p[k]];
     }
     poet_status st = tensor_alloc(out, x->is_float, x->ndim, dims, err);
@@ -524,33 +530,32 @@ static poet_status fold_transpose(const Onnx__NodeProto *np, const tensor *x, te
 static poet_status fold_dispatch(const Onnx__NodeProto *np, const fold_input *in, int n_in, tensor *out, poet_err *err)
 {
     const tensor *a = n_in > 0 ? in[0].t : NULL, *b = n_in > 1 ? in[1].t : NULL;
-    if (is_op(np, "Shape") && n_in >= 1 && (in[0].t || in[0].shape)) return fold_shape(np, &in[0], out, err);
+    if (onnx_is_op(np, "Shape") && n_in >= 1 && (in[0].t || in[0].shape)) return fold_shape(np, &in[0], out, err);
     for (int j = 0; j < n_in; j++)
-        if (!in[j].t && !(is_op(np, "Slice") && j >= 3) && !(is_op(np, "Clip") && j >= 1))
-            return refuse(np, "an input is neither a constant nor computed", err);
-    if (!a) return refuse(np, "no input", err);
-    if ((is_op(np, "Add") || is_op(np, "Sub") || is_op(np, "Mul") || is_op(np, "Div") || is_op(np, "Pow") ||
-         is_op(np, "Equal")) && b)
+        if (!in[j].t && !(onnx_is_op(np, "Slice") && j >= 3) && !(onnx_is_op(np, "Clip") && j >= 1))
+            return onnx_refuse(np, "an input is neither a constant nor computed", err);
+    if (!a) return onnx_refuse(np, "no input", err);
+    if ((onnx_is_op(np, "Add") || onnx_is_op(np, "Sub") || onnx_is_op(np, "Mul") || onnx_is_op(np, "Div") || onnx_is_op(np, "Pow") ||
+         onnx_is_op(np, "Equal")) && b)
         return fold_binary(np, a, b, out, err);
-    if (is_op(np, "Cast") || is_op(np, "Identity") || is_op(np, "Neg") || is_op(np, "Sqrt") || is_op(np, "Floor") ||
-        is_op(np, "Ceil"))
+    if (onnx_is_op(np, "Cast") || onnx_is_op(np, "Identity") || onnx_is_op(np, "Neg") || onnx_is_op(np, "Sqrt") || onnx_is_op(np, "Floor") ||
+        onnx_is_op(np, "Ceil"))
         return fold_unary(np, a, out, err);
-    if (is_op(np, "Gather") && b) return fold_gather(np, a, b, out, err);
-    if (is_op(np, "Concat")) return fold_concat(np, in, n_in, out, err);
-    if (is_op(np, "Unsqueeze") || is_op(np, "Squeeze")) return fold_axes(np, in, n_in, out, err);
-    if (is_op(np, "Reshape") && b) return fold_reshape(np, a, b, out, err);
-    if (is_op(np, "Slice")) return fold_slice(np, in, n_in, out, err);
-    if (is_op(np, "ConstantOfShape")) return fold_constant_of_shape(np, a, out, err);
-    if (is_op(np, "Range") && n_in == 3) return fold_range(np, in, out, err);
-    if (is_op(np, "Where") && n_in == 3) return fold_where(np, in, out, err);
-    if (is_op(np, "Expand") && b) return fold_expand(np, a, b, out, err);
-    if (is_op(np, "Transpose")) return fold_transpose(np, a, out, err);
-    return refuse(np, "poet cannot compute this op on constants", err);
+    if (onnx_is_op(np, "Gather") && b) return fold_gather(np, a, b, out, err);
+    if (onnx_is_op(np, "Concat")) return fold_concat(np, in, n_in, out, err);
+    if (onnx_is_op(np, "Unsqueeze") || onnx_is_op(np, "Squeeze")) return fold_axes(np, in, n_in, out, err);
+    if (onnx_is_op(np, "Reshape") && b) return fold_reshape(np, a, b, out, err);
+    if (onnx_is_op(np, "Slice")) return fold_slice(np, in, n_in, out, err);
+    if (onnx_is_op(np, "ConstantOfShape")) return fold_constant_of_shape(np, a, out, err);
+    if (onnx_is_op(np, "Range") && n_in == 3) return fold_range(np, in, out, err);
+    if (onnx_is_op(np, "Where") && n_in == 3) return fold_where(np, in, out, err);
+    if (onnx_is_op(np, "Expand") && b) return fold_expand(np, a, b, out, err);
+    if (onnx_is_op(np, "Transpose")) return fold_transpose(np, a, out, err);
+    return onnx_refuse(np, "poet cannot compute this op on constants", err);
 }
 
-poet_status fold_node(const Onnx__NodeProto *np, const fold_input *in, int n_in, int opset, tensor *out, poet_err *err)
+poet_status fold_node(const Onnx__NodeProto *np, const fold_input *in, int n_in, tensor *out, poet_err *err)
 {
-    (void)opset;
     memset(out, 0, sizeof *out);
     poet_status st = fold_dispatch(np, in, n_in, out, err);
     if (st) tensor_free(out); /* a fold that failed half-way keeps nothing */

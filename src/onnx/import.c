@@ -103,17 +103,10 @@ static int define_known(importer *im, const char *name, tensor *t)
     return v;
 }
 
-static const char *node_label(const Onnx__NodeProto *np)
-{
-    return np->name && *np->name ? np->name : np->n_output ? np->output[0] : "";
-}
-
 static poet_status refuse(importer *im, const Onnx__NodeProto *np, const char *what)
 {
-    return poet_fail(im->err, POET_ERR_UNSUPPORTED, "node '%s' (%s): %s", node_label(np), np->op_type, what);
+    return onnx_refuse(np, what, im->err);
 }
-
-static bool is_op(const Onnx__NodeProto *np, const char *op) { return strcmp(np->op_type, op) == 0; }
 
 static const char *input_name(const Onnx__NodeProto *np, int j)
 {
@@ -128,7 +121,7 @@ static const value *input_value(importer *im, const Onnx__NodeProto *np, int j, 
     if (v >= 0 && !im->vals[v].known && im->vals[v].node < 0) v = -1; /* named, not produced yet */
     if (v < 0 && (required || name))
         poet_fail(im->err, POET_ERR_PARSE, "node '%s' (%s): input '%s' is not computed before it (dangling, or the "
-                  "graph is not in topological order)", node_label(np), np->op_type, name ? name : "(missing)");
+                  "graph is not in topological order)", onnx_node_label(np), np->op_type, name ? name : "(missing)");
     return v < 0 ? NULL : &im->vals[v];
 }
 
@@ -331,7 +324,7 @@ static int bias_add_after(importer *im, int at, const char *product, int64_t fea
     if (find(im, product) < 0 ? false : im->uses[find(im, product)] != 1) return -1;
     for (int k = at + 1; k < (int)im->gp->n_node; k++) {
         const Onnx__NodeProto *n = im->gp->node[k];
-        if (!is_op(n, "Add") || n->n_input != 2) continue;
+        if (!onnx_is_op(n, "Add") || n->n_input != 2) continue;
         int side = input_name(n, 0) && strcmp(n->input[0], product) == 0 ? 0
                    : input_name(n, 1) && strcmp(n->input[1], product) == 0 ? 1 : -1;
         if (side < 0) continue;
@@ -467,7 +460,7 @@ static int next_reader(const importer *im, int from, const char *name, const cha
     for (int k = from + 1; k < (int)im->gp->n_node; k++) {
         const Onnx__NodeProto *n = im->gp->node[k];
         for (size_t j = 0; j < n->n_input; j++)
-            if (n->input[j] && strcmp(n->input[j], name) == 0) return is_op(n, op) ? k : -1;
+            if (n->input[j] && strcmp(n->input[j], name) == 0) return onnx_is_op(n, op) ? k : -1;
     }
     return -1;
 }
@@ -594,10 +587,9 @@ static poet_status map_reshape(importer *im, const Onnx__NodeProto *np)
     const tensor *shape = x < 0 ? NULL : known(im, np, 1, true);
     if (!shape) return im->err->status;
     const poet_shape *s = shape_of(im, x);
-    int64_t in[POET_MAX_DIMS], dims[TENSOR_MAX_DIMS];
-    for (int k = 0; k < s->ndim; k++) in[k] = s->dim[k];
+    int64_t dims[TENSOR_MAX_DIMS];
     int nd;
-    poet_status st = reshape_target(np, in, s->ndim, shape, dims, &nd, im->err);
+    poet_status st = reshape_target(np, s->dim, s->ndim, shape, dims, &nd, im->err);
     return st ? st : reshape_to(im, np, x, dims, nd);
 }
 
@@ -606,11 +598,10 @@ static poet_status map_flatten(importer *im, const Onnx__NodeProto *np)
     int x = activation(im, np, 0);
     if (x < 0) return im->err->status;
     const poet_shape *s = shape_of(im, x);
-    int64_t axis = attr_int(np, "axis", 1), in[POET_MAX_DIMS];
+    int64_t axis = attr_int(np, "axis", 1);
     if (axis < 0) axis += s->ndim;
     if (axis < 0 || axis > s->ndim) return refuse(im, np, "axis out of range");
-    for (int k = 0; k < s->ndim; k++) in[k] = s->dim[k];
-    int64_t dims[2] = {prod(in, (int)axis), prod(in + axis, s->ndim - (int)axis)};
+    int64_t dims[2] = {prod(s->dim, (int)axis), prod(s->dim + axis, s->ndim - (int)axis)};
     if (axis != 1 || s->ndim <= 2) return reshape_to(im, np, x, dims, 2);
     return emit(im, np, POET_OP_FLATTEN, &x, 1, NULL); /* [N, rest]: poet's own flatten */
 }
@@ -623,10 +614,9 @@ static poet_status map_squeeze(importer *im, const Onnx__NodeProto *np)
     const tensor *axes = input_name(np, 1) ? known(im, np, 1, true) : NULL;
     if (input_name(np, 1) && !axes) return im->err->status;
     const poet_shape *s = shape_of(im, x);
-    int64_t in[POET_MAX_DIMS], dims[TENSOR_MAX_DIMS];
+    int64_t dims[TENSOR_MAX_DIMS];
     int nd;
-    for (int k = 0; k < s->ndim; k++) in[k] = s->dim[k];
-    poet_status st = squeeze_dims(np, in, s->ndim, axes, dims, &nd, im->err);
+    poet_status st = squeeze_dims(np, s->dim, s->ndim, axes, dims, &nd, im->err);
     return st ? st : reshape_to(im, np, x, dims, nd);
 }
 
@@ -750,7 +740,7 @@ static poet_status map_identity(importer *im, const Onnx__NodeProto *np, int at)
     if (!x) return im->err->status;
     if (x->node >= 0) return name_output(im, np, 0, x->node);
     tensor copy = {0};
-    poet_status st = fold_node(np, &(fold_input){&x->t, NULL}, 1, im->opset, &copy, im->err);
+    poet_status st = fold_node(np, &(fold_input){&x->t, NULL}, 1, &copy, im->err);
     if (st) return st;
     int v = define_known(im, np->output[0], &copy);
     if (v < 0) return im->err->status;
@@ -779,13 +769,13 @@ static poet_status fold(importer *im, const Onnx__NodeProto *np)
                                          im->vals[v].node >= 0 ? shape_of(im, im->vals[v].node) : NULL};
     }
     tensor t;
-    poet_status st = fold_node(np, in, n, im->opset, &t, im->err);
+    poet_status st = fold_node(np, in, n, &t, im->err);
     if (st) return st;
     int v = define_known(im, np->output[0], &t);
     if (v < 0) return im->err->status;
     im->folded++;
     /* a weight the exporter transposes stays that weight, to write back */
-    int src = is_op(np, "Transpose") && t.ndim == 2 ? find(im, np->input[0]) : -1;
+    int src = onnx_is_op(np, "Transpose") && t.ndim == 2 ? find(im, np->input[0]) : -1;
     if (src >= 0 && im->vals[src].from.kind != FROM_NONE) {
         im->vals[v].from = im->vals[src].from;
         im->vals[v].from.transposed = !im->vals[v].from.transposed;
@@ -799,7 +789,7 @@ static poet_status map_constant(importer *im, const Onnx__NodeProto *np)
     tensor t = {0};
     poet_status st;
     if (a && a->t) {
-        st = tensor_from_proto(a->t, &t, node_label(np), im->err);
+        st = tensor_from_proto(a->t, &t, onnx_node_label(np), im->err);
     } else if ((a = attr_find(np, "value_float")) || (a = attr_find(np, "value_int"))) {
         t = (tensor){.is_float = a->has_f, .ndim = 0, .n = 1};
         if (t.is_float) st = (t.f = malloc(sizeof *t.f)) ? (t.f[0] = a->f, POET_OK) : POET_ERR_NOMEM;
@@ -837,39 +827,39 @@ static poet_status map_node(importer *im, const Onnx__NodeProto *np, int at)
     if (np->domain && *np->domain && strcmp(np->domain, "ai.onnx") != 0)
         return refuse(im, np, "ops outside the default ONNX domain are not supported");
     if (np->n_output < 1 || !np->output[0] || !*np->output[0]) return refuse(im, np, "no output");
-    if (is_op(np, "Constant")) return map_constant(im, np);
-    if (is_op(np, "Identity")) return map_identity(im, np, at);
-    if (all_known(im, np) || is_op(np, "Shape")) return fold(im, np);
+    if (onnx_is_op(np, "Constant")) return map_constant(im, np);
+    if (onnx_is_op(np, "Identity")) return map_identity(im, np, at);
+    if (all_known(im, np) || onnx_is_op(np, "Shape")) return fold(im, np);
     for (size_t k = 0; k < sizeof UNARY / sizeof *UNARY; k++)
-        if (is_op(np, UNARY[k].name))
+        if (onnx_is_op(np, UNARY[k].name))
             return map_unary(im, np, UNARY[k].op,
                              &(poet_attrs){.flags = UNARY[k].op == POET_OP_GLOBAL_AVGPOOL ? POET_ATTR_KEEPDIMS : 0});
-    if (is_op(np, "Conv")) return map_conv(im, np);
-    if (is_op(np, "Gemm")) return map_gemm(im, np);
-    if (is_op(np, "MatMul")) return map_matmul(im, np, at);
-    if (is_op(np, "Add")) return map_binary(im, np, POET_OP_ADD);
-    if (is_op(np, "Sub")) return map_binary(im, np, POET_OP_SUB);
-    if (is_op(np, "Mul")) return map_binary(im, np, POET_OP_MUL);
-    if (is_op(np, "Div")) return map_binary(im, np, POET_OP_DIV);
-    if (is_op(np, "Clip")) return map_clip(im, np);
-    if (is_op(np, "HardSigmoid"))
+    if (onnx_is_op(np, "Conv")) return map_conv(im, np);
+    if (onnx_is_op(np, "Gemm")) return map_gemm(im, np);
+    if (onnx_is_op(np, "MatMul")) return map_matmul(im, np, at);
+    if (onnx_is_op(np, "Add")) return map_binary(im, np, POET_OP_ADD);
+    if (onnx_is_op(np, "Sub")) return map_binary(im, np, POET_OP_SUB);
+    if (onnx_is_op(np, "Mul")) return map_binary(im, np, POET_OP_MUL);
+    if (onnx_is_op(np, "Div")) return map_binary(im, np, POET_OP_DIV);
+    if (onnx_is_op(np, "Clip")) return map_clip(im, np);
+    if (onnx_is_op(np, "HardSigmoid"))
         return map_unary(im, np, POET_OP_HARDSIGMOID,
                          &(poet_attrs){.alpha = attr_float(np, "alpha", 0.2f), .beta = attr_float(np, "beta", 0.5f)});
-    if (is_op(np, "BatchNormalization")) return map_batchnorm(im, np);
-    if (is_op(np, "LayerNormalization")) return map_layernorm(im, np);
-    if (is_op(np, "ReduceMean")) return map_layernorm_pattern(im, np, at);
-    if (is_op(np, "MaxPool")) return map_pool(im, np, true);
-    if (is_op(np, "AveragePool")) return map_pool(im, np, false);
-    if (is_op(np, "Flatten")) return map_flatten(im, np);
-    if (is_op(np, "Reshape")) return map_reshape(im, np);
-    if (is_op(np, "Squeeze") || is_op(np, "Unsqueeze")) return map_squeeze(im, np);
-    if (is_op(np, "Transpose")) return map_transpose(im, np);
-    if (is_op(np, "Concat")) return map_concat(im, np);
-    if (is_op(np, "Split")) return map_split(im, np);
-    if (is_op(np, "Slice")) return map_slice(im, np);
-    if (is_op(np, "Softmax")) return map_softmax(im, np);
-    if (is_op(np, "Dropout")) return map_dropout(im, np);
-    if (is_op(np, "Cast")) {
+    if (onnx_is_op(np, "BatchNormalization")) return map_batchnorm(im, np);
+    if (onnx_is_op(np, "LayerNormalization")) return map_layernorm(im, np);
+    if (onnx_is_op(np, "ReduceMean")) return map_layernorm_pattern(im, np, at);
+    if (onnx_is_op(np, "MaxPool")) return map_pool(im, np, true);
+    if (onnx_is_op(np, "AveragePool")) return map_pool(im, np, false);
+    if (onnx_is_op(np, "Flatten")) return map_flatten(im, np);
+    if (onnx_is_op(np, "Reshape")) return map_reshape(im, np);
+    if (onnx_is_op(np, "Squeeze") || onnx_is_op(np, "Unsqueeze")) return map_squeeze(im, np);
+    if (onnx_is_op(np, "Transpose")) return map_transpose(im, np);
+    if (onnx_is_op(np, "Concat")) return map_concat(im, np);
+    if (onnx_is_op(np, "Split")) return map_split(im, np);
+    if (onnx_is_op(np, "Slice")) return map_slice(im, np);
+    if (onnx_is_op(np, "Softmax")) return map_softmax(im, np);
+    if (onnx_is_op(np, "Dropout")) return map_dropout(im, np);
+    if (onnx_is_op(np, "Cast")) {
         int to = (int)attr_int(np, "to", ONNX_FLOAT);
         if (to != ONNX_FLOAT) return refuse(im, np, "a cast of an activation to another type than float");
         int x = activation(im, np, 0);
@@ -1007,7 +997,7 @@ static poet_status build(importer *im, const poet_onnx_options *o)
     int nodes = (int)im->gp->n_node;
     /* Constants read nothing: known before any pattern looks ahead at them */
     for (int k = 0; k < nodes; k++)
-        if (is_op(im->gp->node[k], "Constant")) {
+        if (onnx_is_op(im->gp->node[k], "Constant")) {
             if ((st = map_node(im, im->gp->node[k], k))) return st;
             im->skip[k] = true;
         }

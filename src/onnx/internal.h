@@ -75,14 +75,19 @@ double tensor_real(const tensor *t, uint64_t k);
 
 /* Folds node np, all of whose inputs are known (in[] in its input order,
  * NULL for an absent optional input), into out. POET_ERR_UNSUPPORTED for an
- * op it cannot fold. shape_of gives the shape of an input that is a poet
- * node (for Shape), or NULL. */
+ * op it cannot fold. */
 typedef struct fold_input {
     const tensor *t;
     const poet_shape *shape; /* an activation's shape: only Shape reads it */
 } fold_input;
 
-poet_status fold_node(const Onnx__NodeProto *np, const fold_input *in, int n_in, int opset, tensor *out, poet_err *err);
+poet_status fold_node(const Onnx__NodeProto *np, const fold_input *in, int n_in, tensor *out, poet_err *err);
+
+/* Whether np is the op named; its name (or its first output's) for
+ * messages; the one-line refusal of np, naming it, its op and why. */
+bool onnx_is_op(const Onnx__NodeProto *np, const char *op);
+const char *onnx_node_label(const Onnx__NodeProto *np);
+poet_status onnx_refuse(const Onnx__NodeProto *np, const char *why, poet_err *err);
 
 /* Reshape's target for an input of in_dims (0 copies, -1 infers). */
 poet_status reshape_target(const Onnx__NodeProto *np, const int64_t *in_dims, int in_ndim, const tensor *shape,
