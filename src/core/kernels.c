@@ -957,7 +957,8 @@ static void strides4(const knode *x, idx s[POET_MAX_DIMS])
     for (int i = x->ndim - 1; i >= 0; i--) s[i] = step, step *= x->dim[i];
 }
 
-/* For every element of y = transpose(x), calls body with y's and x's index. */
+/* Walks y = transpose(x) in y's order: forward (yv set) copies x into y,
+ * backward copies y's gradient yo into x's, xo. */
 static void transpose_walk(const knode *y, const knode *x, const int32_t *perm, float *yv, const float *xv, float *xo,
                            const float *yo)
 {
