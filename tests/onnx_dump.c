@@ -46,7 +46,7 @@ static bool start(rig *r, poet_onnx_model *m, poet_optimizer opt)
         poet_problem_init(&r->p, &r->inst, 0, 1e6, &err))
         return fail("graph", &err), false;
     r->p.budget_bytes = r->p.keep_all_peak_bytes;
-    poet_plan_options o = {0, 1, true, true, false, false, NULL};
+    poet_plan_options o = {.threads = 1, .quiet = true, .deterministic = true};
     if (poet_plan("keep-all", &r->p, &o, &r->plan, &err)) return fail("plan", &err), false;
     uint64_t n;
     poet_engine_config cfg = {g, &r->p, &r->plan.schedule, NULL, opt, 1, 0, poet_onnx_params(m, &n),

@@ -15,7 +15,7 @@
 
 static poet_plan_result plan(const char *planner, const poet_problem *p, bool no_paging, bool no_remat)
 {
-    poet_plan_options o = {.time_limit_s = 120, .quiet = true, .deterministic = true, .no_paging = no_paging,
+    poet_plan_options o = {.time_limit_s = 120, .quiet = true, .deterministic = true, .gap = 1e-9, .no_paging = no_paging,
                            .no_remat = no_remat};
     poet_plan_result r;
     poet_err err = {0};
@@ -195,7 +195,7 @@ static void fast_on_larger_graphs(unsigned seed)
         p.budget_bytes = p.min_budget_bytes + span / 8 + (span ? rng_next(&s) % (span / 2 + 1) : 0);
         for (int variant = 0; variant < 3; variant++) {
             bool no_paging = variant == 1, no_remat = variant == 2;
-            poet_plan_options o = {.time_limit_s = 2, .quiet = true, .deterministic = true, .no_paging = no_paging,
+            poet_plan_options o = {.time_limit_s = 2, .quiet = true, .deterministic = true, .gap = 1e-9, .no_paging = no_paging,
                                    .no_remat = no_remat};
             poet_plan_result f;
             CHECK_MSG(poet_plan("fast", &p, &o, &f, &err) == POET_OK, "seed %u variant %d: %s", s, variant, err.msg);

@@ -15,7 +15,7 @@ typedef enum poet_plan_status {
     POET_PLAN_OPTIMAL,    /* proven optimal */
     POET_PLAN_FEASIBLE,   /* a valid schedule, optimality not proven */
     POET_PLAN_INFEASIBLE, /* proven: no schedule meets the budgets */
-    POET_PLAN_UNKNOWN     /* no schedule found, infeasibility not proven */
+    POET_PLAN_UNKNOWN     /* no schedule found, infeasibility not proven ("no schedule found") */
 } poet_plan_status;
 
 const char *poet_plan_status_str(poet_plan_status s);
@@ -28,7 +28,12 @@ typedef struct poet_plan_options {
     bool no_paging;        /* remat only (planners with variants) */
     bool no_remat;         /* paging only (planners with variants) */
     const char *write_mps; /* MILP planners: write the model here (".mps" is added) */
+    /* stop once the certified gap, (energy - lower bound) / lower bound, is
+     * at most this; 0: POET_PLAN_DEFAULT_GAP; below 1e-6: prove optimality */
+    double gap;
 } poet_plan_options;
+
+#define POET_PLAN_DEFAULT_GAP 1e-3
 
 typedef struct poet_plan_result {
     poet_plan_status status;

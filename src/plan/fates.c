@@ -24,6 +24,7 @@
 
 #include "../schedule/internal.h"
 #include "fates.h"
+#include "progress.h"
 #include "milp.h"
 #include "../runtime/util.h"
 
@@ -217,6 +218,7 @@ static void note(search *c, const score *v)
     if (!better(c, v, &c->record)) return;
     c->record = *v, c->record_at = plan_wall_s();
     c->met = v->energy_j <= c->target_j;
+    progress_report(NULL, v->energy_j, NAN);
 }
 
 static bool go_on(const search *c, double deadline) { return !c->met && plan_wall_s() < deadline; }

@@ -23,8 +23,6 @@
 #include <string.h>
 #include <time.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -33,6 +31,7 @@
 #include "../schedule/internal.h"
 #include "greedy.h"
 #include "milp.h"
+#include "progress.h"
 
 /* CBC reads bounds of DBL_MAX as infinite; IEEE infinity upsets it */
 #define LP_INF DBL_MAX
@@ -412,22 +411,20 @@ static void normalize(poet_schedule *s)
 
 /* ---- progress ----
  * CBC's message callback reports new incumbents (and, during the tree
- * search, the bound) but has no user pointer; a ticker thread redraws the
- * line while CBC works. */
+ * search, the bound) but has no user pointer: the solve that reports sets
+ * these for the callback, in the process that runs CBC. */
 
-typedef struct progress {
-    bool quiet, tty;
-    double start, scale;
-    _Atomic double incumbent, bound;
-    _Atomic double found_at; /* plan_wall_s() of the last new incumbent, 0 before one */
-    _Atomic bool done;
-    pthread_mutex_t lock; /* one writer of the line at a time */
-} progress;
-
-static progress *_Atomic g_progress;
+static double cbc_scale;       /* joules per unit of CBC's objective; 0: the solve does not report */
+static double cbc_found_at;    /* plan_wall_s() of the last new incumbent, 0 before one */
 
 /* The planner's whole time limit; 300 s unless the caller set one. */
 static double limit_s(const poet_plan_options *o) { return o->time_limit_s > 0 ? o->time_limit_s : 300; }
+
+double plan_gap(const poet_plan_options *o)
+{
+    double gap = o->gap > 0 ? o->gap : POET_PLAN_DEFAULT_GAP;
+    return gap > 1e-9 ? gap : 1e-9;
+}
 
 double plan_wall_s(void)
 {
@@ -436,47 +433,14 @@ double plan_wall_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void show_progress(progress *g)
-{
-    if (g->quiet) return;
-    double inc = g->incumbent * g->scale, bound = g->bound * g->scale;
-    char gap[32] = "-", incs[32] = "-", bounds[32] = "-";
-    if (isfinite(inc)) snprintf(incs, sizeof incs, "%.6g J", inc);
-    if (isfinite(bound)) snprintf(bounds, sizeof bounds, "%.6g J", bound);
-    if (isfinite(inc) && isfinite(bound) && bound > 0) snprintf(gap, sizeof gap, "%.3f%%", 100 * (inc - bound) / bound);
-    pthread_mutex_lock(&g->lock);
-    fprintf(stderr, "%smilp %7.1f s  incumbent %s  bound %s  gap %s%s", g->tty ? "\r" : "", plan_wall_s() - g->start, incs,
-            bounds, gap, g->tty ? "     " : "\n");
-    fflush(stderr);
-    pthread_mutex_unlock(&g->lock);
-}
-
-static void *ticker(void *arg)
-{
-    progress *g = arg;
-    double period = g->tty ? 0.5 : 10.0, next = plan_wall_s() + period;
-    while (!g->done) {
-        struct timespec nap = {0, 100 * 1000 * 1000};
-        nanosleep(&nap, NULL);
-        if (plan_wall_s() >= next && !g->done) {
-            show_progress(g);
-            next += period;
-        }
-    }
-    return NULL;
-}
-
 static void on_message(Cbc_Model *cbc, int msgno, int nd, const double *d, int ni, const int *iv, int nc, char **cv)
 {
     (void)cbc, (void)ni, (void)iv, (void)nc, (void)cv;
-    progress *g = g_progress;
-    if (!g) return;
     if (msgno == 10 && nd >= 2) { /* Cbc0010I: after N nodes, best solution, best possible */
-        if (d[0] < 1e49) g->incumbent = d[0];
-        g->bound = d[1];
+        progress_report(NULL, d[0] < 1e49 ? d[0] * cbc_scale : NAN, d[1] * cbc_scale);
     } else if ((msgno == 4 || msgno == 12 || msgno == 16) && nd >= 1) { /* a new integer solution */
-        g->incumbent = d[0];
-        g->found_at = plan_wall_s();
+        progress_report(NULL, d[0] * cbc_scale, NAN);
+        cbc_found_at = plan_wall_s();
     }
 }
 
@@ -493,7 +457,9 @@ static void set_params(Cbc_Model *cbc, const poet_plan_options *o, double second
         snprintf(buf, sizeof buf, "%d", o->threads);
         Cbc_setParameter(cbc, "threads", buf);
     }
-    Cbc_setParameter(cbc, "ratioGap", "1e-9");
+    /* CBC's gap is relative to the incumbent, poet's to the bound */
+    snprintf(buf, sizeof buf, "%.17g", plan_gap(o) / (1 + plan_gap(o)));
+    Cbc_setParameter(cbc, "ratioGap", buf);
     Cbc_setParameter(cbc, "allowableGap", "1e-12");
     Cbc_setParameter(cbc, "integerTolerance", "1e-9");
     /* CBC 2.10's probing can tighten a column past its other bound, and
@@ -510,12 +476,10 @@ static void set_params(Cbc_Model *cbc, const poet_plan_options *o, double second
 /* CBC's driver prints its log on standard output, which belongs to the
  * caller (poet plan --json writes its result there): silence it for the
  * solve; progress comes through the message callback instead. */
-static void quiet_solve(Cbc_Model *cbc, progress *g)
+static void quiet_solve(Cbc_Model *cbc, bool reports)
 {
-    pthread_t tick;
-    bool ticking = g && !g->quiet && pthread_create(&tick, NULL, ticker, g) == 0;
-    g_progress = g;
-    if (g) Cbc_registerCallBack(cbc, on_message);
+    cbc_found_at = 0;
+    if (reports) Cbc_registerCallBack(cbc, on_message);
     int saved = dup(1), null = open("/dev/null", O_WRONLY);
     if (saved >= 0 && null >= 0) dup2(null, 1);
     Cbc_solve(cbc);
@@ -523,9 +487,6 @@ static void quiet_solve(Cbc_Model *cbc, progress *g)
     if (saved >= 0 && null >= 0) dup2(saved, 1);
     if (saved >= 0) close(saved);
     if (null >= 0) close(null);
-    g_progress = NULL;
-    if (g) g->done = true;
-    if (ticking) pthread_join(tick, NULL);
 }
 
 /* What a solve left behind: CBC's or CLP's answers, copied out of the model. */
@@ -537,11 +498,11 @@ typedef struct solved {
     double *x;             /* the best solution's columns, when has_x */
 } solved;
 
-/* A solve to run apart: CBC's on a model (with progress, or NULL), or
+/* A solve to run apart: CBC's on a model (reporting progress, or not), or
  * CLP's on an LP; either leaves its answers in out. */
 typedef struct solve_job {
     Cbc_Model *cbc;
-    progress *g;
+    bool reports;
     Clp_Simplex *clp;
     int n_cols;
     double deadline; /* plan_wall_s() after which the solve is stopped, lost */
@@ -557,14 +518,14 @@ static void run_job(const solve_job *job, solved *out)
         out->obj = out->bound = Clp_objectiveValue(job->clp);
         return;
     }
-    quiet_solve(job->cbc, job->g);
+    quiet_solve(job->cbc, job->reports);
     const double *x = Cbc_bestSolution(job->cbc);
     out->optimal = Cbc_isProvenOptimal(job->cbc), out->infeasible = Cbc_isProvenInfeasible(job->cbc);
     out->obj = Cbc_getObjValue(job->cbc), out->bound = Cbc_getBestPossibleObjValue(job->cbc);
     out->x = x ? malloc((size_t)job->n_cols * sizeof(double)) : NULL;
     if (out->x) memcpy(out->x, x, (size_t)job->n_cols * sizeof(double));
     out->has_x = out->x != NULL;
-    if (job->g) out->found_at = job->g->found_at;
+    out->found_at = cbc_found_at;
 }
 
 static bool write_all(int fd, const void *buf, size_t n)
@@ -708,19 +669,15 @@ static poet_status solve(const poet_problem *p, const milp_options *mo, const po
      * keep that inside the limit, and time to read the answer back */
     seconds = 0.97 * seconds - 1;
     set_params(cbc, o, seconds > 1 ? seconds : 1);
-    progress g = {.quiet = o->quiet, .tty = isatty(2) == 1, .start = started, .scale = 1.0 / m.obj_scale,
-                  .incumbent = INFINITY, .bound = -INFINITY, .done = false};
-    pthread_mutex_init(&g.lock, NULL);
+    cbc_scale = 1.0 / m.obj_scale;
+    progress_report("milp", NAN, NAN);
     solved sv;
-    solve_apart(&(solve_job){.cbc = cbc, .g = &g, .n_cols = m.lp.n_cols, .deadline = started + limit_s(o)}, &sv);
+    solve_apart(&(solve_job){.cbc = cbc, .reports = true, .n_cols = m.lp.n_cols, .deadline = started + limit_s(o)}, &sv);
     const double *x = sv.x;
     double bound = sv.bound / m.obj_scale;
-    if (x) g.incumbent = sv.obj;
-    g.bound = sv.bound;
-    show_progress(&g);
-    if (!g.quiet && g.tty) fputc('\n', stderr);
-    pthread_mutex_destroy(&g.lock);
-    bool optimal = sv.optimal, infeasible = sv.infeasible;
+    progress_report(NULL, x ? sv.obj / m.obj_scale : NAN, bound);
+    /* CBC calls a solve that met its gap tolerance optimal: poet, only a proof */
+    bool optimal = sv.optimal && sv.obj - sv.bound <= 1e-6 * fabs(sv.obj), infeasible = sv.infeasible;
     if (!sv.ended) snprintf(r->note, sizeof r->note, "CBC died during the solve; its answers are lost");
     if (!(st = poet_schedule_init(&r->schedule, p->T, err))) {
         poet_err why = {0};
@@ -772,7 +729,7 @@ static void smallest_budget(const poet_problem *p, const milp_options *mo, doubl
     if (model_build(&m, p, mo->paging, mo->remat, true, NULL)) return;
     Cbc_Model *cbc = to_cbc(&m);
     if (cbc) {
-        poet_plan_options o = {.time_limit_s = seconds, .threads = 1, .quiet = true, .deterministic = true};
+        poet_plan_options o = {.time_limit_s = seconds, .threads = 1, .quiet = true, .deterministic = true, .gap = 1e-9};
         set_params(cbc, &o, seconds);
         Cbc_setLogLevel(cbc, 0);
         solved sv;
@@ -894,7 +851,7 @@ double milp_cover_bound(const poet_problem *p, const milp_options *mo, double se
     built = built && add_cover_rows(&l, p, rc, pg, is_input) && !l.oom && to_csc(&l, &c);
     if (built) {
         Cbc_Model *cbc = load_cbc(&l, &c, l.lb, l.ub);
-        poet_plan_options o = {.threads = 1, .quiet = true, .deterministic = true};
+        poet_plan_options o = {.threads = 1, .quiet = true, .deterministic = true, .gap = 1e-9};
         set_params(cbc, &o, seconds);
         Cbc_setLogLevel(cbc, 0);
         solved sv;
@@ -1013,7 +970,7 @@ static bool improve_window(const poet_problem *p, const model *m, const csc *c, 
     each_decision(m, fix_outside, fx);
     Cbc_Model *cbc = load_cbc(&m->lp, c, fx->lb, fx->ub);
     mip_start(cbc, m, s);
-    poet_plan_options o = {.threads = 1, .quiet = true, .deterministic = true};
+    poet_plan_options o = {.threads = 1, .quiet = true, .deterministic = true, .gap = 1e-9};
     set_params(cbc, &o, seconds);
     Cbc_setLogLevel(cbc, 0);
     solved sv;
@@ -1072,7 +1029,7 @@ bool milp_improve(const poet_problem *p, const milp_options *mo, double seconds,
             if (left < 0.5) break;
             fx.lo = lo, fx.hi = lo + width;
             bool got = improve_window(p, &m, &c, &fx, left < 3 ? left : 3, s, &energy);
-            if (got) *found_at = plan_wall_s();
+            if (got) *found_at = plan_wall_s(), progress_report(NULL, energy, NAN);
             changed = changed || got;
         }
     }

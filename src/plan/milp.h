@@ -12,6 +12,9 @@ typedef struct milp_options {
 /* Monotonic wall-clock seconds, for every planner's timing. */
 double plan_wall_s(void);
 
+/* The certified gap at which a planner stops (o->gap, or the default). */
+double plan_gap(const poet_plan_options *o);
+
 poet_status milp_plan(const poet_problem *p, const milp_options *mo, const poet_plan_options *o,
                       poet_plan_result *r, poet_err *err);
 

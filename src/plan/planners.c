@@ -7,6 +7,7 @@
 #include "greedy.h"
 #include "milp.h"
 #include "fates.h"
+#include "progress.h"
 
 #define GREEDY_PLANNER(fn, mode)                                                                          \
     static poet_status fn(const poet_problem *p, const poet_plan_options *o, poet_plan_result *r, poet_err *err) \
@@ -81,11 +82,12 @@ static void certify(poet_plan_result *r, double energy, double bound)
 
 /* On small graphs, the exact MILP started from the schedule found, in half
  * the time left: it closes what gap remains, or proves the schedule optimal. */
-static poet_status polish(const poet_problem *p, const poet_plan_options *o, double started, poet_plan_result *r,
-                          poet_err *err)
+static poet_status polish(const poet_problem *p, const poet_plan_options *o, double started, double energy,
+                          poet_plan_result *r, poet_err *err)
 {
     double limit = o->time_limit_s > 0 ? o->time_limit_s : 60, left = limit - (plan_wall_s() - started);
     if (r->status == POET_PLAN_OPTIMAL || p->T > POLISH_MAX_NODES || left < 1) return POET_OK;
+    if (energy <= r->lower_bound_j * (1 + plan_gap(o))) return POET_OK;
     poet_plan_options again = *o;
     again.time_limit_s = left / 2;
     milp_options mo = {!o->no_paging, !o->no_remat, r->schedule.T ? &r->schedule : NULL};
@@ -140,16 +142,21 @@ static poet_status plan_fast(const poet_problem *p, const poet_plan_options *o, 
     double started = plan_wall_s(), limit = o->time_limit_s > 0 ? o->time_limit_s : 60;
     /* held back for CBC's overruns and the final validation */
     double reserve = 0.03 * limit + 0.3;
+    /* a schedule within this factor of the bound is good enough */
+    double enough = 1 + (plan_gap(o) > OPTIMAL_GAP ? plan_gap(o) : OPTIMAL_GAP);
     bool remat = !o->no_remat, paging = !o->no_paging;
     double fates_at;
     poet_schedule best, cand;
     double energy = INFINITY, bound = p->full_memory_energy_j;
     milp_options mo = {paging, remat, NULL};
+    progress_report("covering bound", NAN, bound);
     double cover = milp_cover_bound(p, &mo, 0.1 * limit);
     if (isfinite(cover) && cover > bound) bound = cover;
+    progress_report("baselines", NAN, bound);
     if (plan_best_baseline(p, paging, remat, &cand))
         keep_cheaper(p, &cand, plan_wall_s(), &best, &energy, &r->found_seconds);
-    poet_status st = fates_plan(p, remat, paging, 0.4 * limit, bound * (1 + OPTIMAL_GAP), &cand, &fates_at, err);
+    progress_report("fate search", energy, NAN);
+    poet_status st = fates_plan(p, remat, paging, 0.4 * limit, bound * enough, &cand, &fates_at, err);
     if (st) {
         if (isfinite(energy)) poet_schedule_free(&best);
         return st;
@@ -158,23 +165,27 @@ static poet_status plan_fast(const poet_problem *p, const poet_plan_options *o, 
     if (!isfinite(energy)) {
         r->status = POET_PLAN_UNKNOWN;
         snprintf(r->note, sizeof r->note, "neither the fate search nor a baseline met the budgets");
-        return polish(p, o, started, r, err);
+        return polish(p, o, started, INFINITY, r, err);
     }
     r->schedule = best;
-    if (energy > bound * (1 + OPTIMAL_GAP)) {
+    if (energy > bound * enough) {
+        progress_report("LP bound", energy, NAN);
         double lp = milp_lp_bound(p, &mo, limit - reserve - (plan_wall_s() - started));
         if (isfinite(lp) && lp > bound) bound = lp;
         else if (!isfinite(lp)) snprintf(r->note, sizeof r->note, "the LP bound was not reached in time");
+        progress_report(NULL, NAN, bound);
     }
     poet_sim sim;
-    if (p->T > POLISH_MAX_NODES && energy > bound * (1 + OPTIMAL_GAP) &&
-        milp_improve(p, &mo, limit - reserve - (plan_wall_s() - started), bound * (1 + OPTIMAL_GAP), &r->schedule,
-                     &r->found_seconds) &&
-        !poet_simulate(p, &r->schedule, &sim, NULL, NULL))
-        energy = sim.energy_j;
+    if (p->T > POLISH_MAX_NODES && energy > bound * enough) {
+        progress_report("MILP windows", NAN, NAN);
+        if (milp_improve(p, &mo, limit - reserve - (plan_wall_s() - started), bound * enough, &r->schedule,
+                         &r->found_seconds) &&
+            !poet_simulate(p, &r->schedule, &sim, NULL, NULL))
+            energy = sim.energy_j;
+    }
     r->status = POET_PLAN_FEASIBLE;
     certify(r, energy, bound);
-    return polish(p, o, started, r, err);
+    return polish(p, o, started, energy, r, err);
 }
 
 static const poet_planner_def PLANNERS[] = {
@@ -212,9 +223,9 @@ const char *poet_plan_status_str(poet_plan_status s)
     case POET_PLAN_OPTIMAL: return "optimal";
     case POET_PLAN_FEASIBLE: return "feasible";
     case POET_PLAN_INFEASIBLE: return "infeasible";
-    case POET_PLAN_UNKNOWN: return "unknown";
+    case POET_PLAN_UNKNOWN: return "no schedule found";
     }
-    return "unknown";
+    return "no schedule found";
 }
 
 void poet_plan_result_free(poet_plan_result *r)
@@ -228,7 +239,7 @@ poet_status poet_plan(const char *planner, const poet_problem *p, const poet_pla
 {
     memset(r, 0, sizeof *r);
     r->status = POET_PLAN_UNKNOWN;
-    r->lower_bound_j = NAN;
+    r->lower_bound_j = r->found_seconds = NAN;
     const poet_planner_def *def = poet_planner_find(planner);
     if (!def) return poet_fail(err, POET_ERR_NOT_FOUND, "unknown planner '%s' (see poet planners)", planner);
     if ((o->no_paging || o->no_remat) && !def->variants)
@@ -243,7 +254,9 @@ poet_status poet_plan(const char *planner, const poet_problem *p, const poet_pla
                  (unsigned long long)p->budget_bytes, (unsigned long long)p->min_budget_bytes);
         return POET_OK;
     }
+    progress_begin(def->name, o);
     poet_status st = def->plan(p, o, r, err);
+    progress_end();
     double end = plan_wall_s();
     r->solve_seconds = end - start;
     /* a planner that did not say when (0 or NAN) had it at its end */
