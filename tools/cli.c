@@ -2,6 +2,7 @@
 /* Helpers shared by the commands: errors, JSON output, option parsing. */
 #include "cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -67,23 +68,105 @@ int parse_opts(const char *cmd, int argc, char **argv, opt *opts, bool *help)
     return 0;
 }
 
-/* BYTES, or PCT% of the keep-all peak. */
+/* BYTES with an optional unit (as dd reads them: K is 1024, KB 1000), or
+ * PCT% of the keep-all peak. */
 bool parse_budget(const char *s, uint64_t keep_all, uint64_t *out)
 {
+    static const struct {
+        const char *unit;
+        double bytes;
+    } units[] = {{"", 1},          {"B", 1},          {"K", 1024},       {"k", 1024},        {"KiB", 1024},
+                 {"KB", 1000},     {"kB", 1000},      {"M", 1048576},    {"MiB", 1048576},   {"MB", 1e6},
+                 {"G", 1073741824}, {"GiB", 1073741824}, {"GB", 1e9}};
     char *end = NULL;
     errno = 0;
     double v = s ? strtod(s, &end) : -1;
-    if (!s || end == s || errno || !(v >= 0) || v > 9007199254740992.0) return false;
+    if (!s || end == s || errno || !(v >= 0) || v > 9007199254740992.0 || isalpha((unsigned char)*s)) return false;
     if (strcmp(end, "%") == 0) {
         if (v > 1e6) return false;
         *out = (uint64_t)floor(v / 100.0 * (double)keep_all);
         return true;
     }
-    if (*end || v != floor(v)) return false;
-    *out = (uint64_t)v;
+    for (size_t i = 0; i < sizeof units / sizeof *units; i++) {
+        double bytes = v * units[i].bytes;
+        if (strcmp(end, units[i].unit) != 0) continue;
+        if (bytes > 9007199254740992.0 || (units[i].bytes == 1 && v != floor(v))) return false;
+        *out = (uint64_t)floor(bytes);
+        return true;
+    }
+    return false;
+}
+
+int resolve_budget(const char *cmd, const char *text, const poet_problem *p, int optimizer_slots, uint64_t *out)
+{
+    const poet_device *d = &p->inst->device;
+    if (!text || strcmp(text, "ram") != 0) {
+        if (parse_budget(text, p->keep_all_peak_bytes, out)) return 0;
+        return usage_error(cmd, "--budget must be bytes (like 200000, 64KiB, 1.5MB), a percentage like 50%, or ram; got",
+                           text);
+    }
+    uint64_t keep = poet_instance_persistent_bytes(p->inst, optimizer_slots);
+    if (!d->ram_bytes) {
+        fprintf(stderr, "poet %s: --budget ram: device '%s' does not state its RAM (ram_bytes in its profile)\n", cmd,
+                d->name);
+        return EXIT_USAGE;
+    }
+    if (d->ram_bytes <= keep) {
+        fprintf(stderr, "poet: %s's %llu B of RAM do not even hold the weights, gradients and optimizer state (%llu B)\n",
+                d->name, (unsigned long long)d->ram_bytes, (unsigned long long)keep);
+        return 1;
+    }
+    *out = d->ram_bytes - keep;
+    return 0;
+}
+
+void warn_ram(const poet_problem *p, const poet_sim *sim, int optimizer_slots)
+{
+    const poet_device *d = &p->inst->device;
+    uint64_t arena_bytes = sim->placed_peak_bytes;
+    if (d->flash_bytes && sim->paged_out_bytes > d->flash_bytes)
+        fprintf(stderr, "poet: warning: the schedule pages out %llu B, more than %s's %llu B of flash\n",
+                (unsigned long long)sim->paged_out_bytes, d->name, (unsigned long long)d->flash_bytes);
+    uint64_t keep = poet_instance_persistent_bytes(p->inst, optimizer_slots);
+    if (d->ram_bytes && arena_bytes + keep > d->ram_bytes)
+        fprintf(stderr,
+                "poet: warning: the arena (%llu B) and the weights, gradients and optimizer state (%llu B) need "
+                "%llu B, more than %s's %llu B of RAM (--budget ram plans for what is left)\n",
+                (unsigned long long)arena_bytes, (unsigned long long)keep, (unsigned long long)(arena_bytes + keep),
+                d->name, (unsigned long long)d->ram_bytes);
+}
+
+bool parse_gap(const char *s, double *out)
+{
+    char *end = NULL;
+    double v = s ? strtod(s, &end) : -1;
+    if (!s || end == s) return false;
+    if (strcmp(end, "%") == 0) v /= 100;
+    else if (*end) return false;
+    if (!(v >= 0 && v <= 1)) return false;
+    *out = v > 0 ? v : 1e-12; /* 0: prove optimality (0 itself means the default) */
     return true;
 }
 
+
+int read_schedule(const char *path, poet_schedule *s, poet_instance *graph)
+{
+    poet_err err = {0};
+    char *data = NULL;
+    size_t len = 0;
+    memset(graph, 0, sizeof *graph);
+    if (poet_read_file(path, &data, &len, &err)) return lib_error(&err);
+    bool binary = len >= 4 && (uint8_t)data[0] == (POET_SCHEDULE_BINARY_VERSION & 0xff) &&
+                  (uint8_t)data[3] == (POET_SCHEDULE_BINARY_VERSION >> 24);
+    poet_status st = binary ? poet_schedule_decode((const uint8_t *)data, len, s, &err)
+                            : poet_schedule_parse_json(data, len, s, graph, &err);
+    free(data);
+    if (st) {
+        fprintf(stderr, "poet: %s: %s\n", path, err.msg);
+        return 1;
+    }
+    return 0;
+}
 
 int load_graph(const char *cmd, const char *model, const char *onnx, int batch, poet_graph *zoo, poet_onnx_model **m,
                const poet_graph **g)

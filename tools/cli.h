@@ -8,7 +8,9 @@
 
 #include "poet/poet.h"
 
-enum { EXIT_USAGE = 2 };
+/* 1: an error; 2: bad usage; 3: no schedule (an infeasible budget, or none
+ * found in time), unless the command was told to allow it. */
+enum { EXIT_USAGE = 2, EXIT_NO_SCHEDULE = 3 };
 
 /* "poet CMD: MSG ARG (see poet CMD --help)" on stderr; returns EXIT_USAGE. */
 int usage_error(const char *cmd, const char *msg, const char *arg);
@@ -17,8 +19,20 @@ int lib_error(const poet_err *err);
 /* Prints a JSON document (and frees it); fails only when out of memory. */
 int print_json(cJSON *doc);
 bool parse_int(const char *s, long lo, long hi, int *out);
-/* BYTES, or PCT% of keep_all. */
+/* BYTES (with a unit: 64KiB, 256k, 1.5MB; see BUDGET_UNITS), or PCT% of
+ * keep_all. */
 bool parse_budget(const char *s, uint64_t keep_all, uint64_t *out);
+#define BUDGET_UNITS "K, M, G and KiB, MiB, GiB are powers of 1024; KB, MB, GB powers of 1000"
+/* --budget as given: BYTES, PCT% of the keep-all peak, or "ram": the
+ * device's RAM less the persistent state of training with an optimizer of
+ * optimizer_slots (poet_instance_persistent_bytes). 0 or an exit code. */
+int resolve_budget(const char *cmd, const char *text, const poet_problem *p, int optimizer_slots, uint64_t *out);
+/* Warns on stderr when the schedule's placed arena plus the persistent state
+ * exceed the device's RAM, or what it pages out exceeds its flash (where its
+ * profile states them). */
+void warn_ram(const poet_problem *p, const poet_sim *sim, int optimizer_slots);
+/* A relative gap: a fraction, or a percentage like 0.5%. */
+bool parse_gap(const char *s, double *out);
 
 /* ---- option parsing: --name value and --flag ---- */
 typedef struct opt {
@@ -45,6 +59,10 @@ typedef struct graph_src {
  * 0 or an exit code. */
 int load_graph(const char *cmd, const char *model, const char *onnx, int batch, poet_graph *zoo, poet_onnx_model **m,
                const poet_graph **g);
+
+/* A schedule file, JSON or binary, and the graph a JSON one embeds
+ * (graph->T == 0 where it holds none). 0 or an exit code. */
+int read_schedule(const char *path, poet_schedule *s, poet_instance *graph);
 
 /* The costed graph a graph_src names; 0 or an exit code. */
 int load_instance(const char *cmd, const graph_src *src, poet_instance *inst);

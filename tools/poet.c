@@ -325,17 +325,24 @@ static int print_report(const report *r, bool json)
 /* ---- poet plan ---- */
 static const char PLAN_HELP[] =
     "usage: poet plan (--model NAME --device DEV [--batch N] | --instance FILE)\n"
-    "                 --budget BYTES|PCT% [--runtime-factor F] [--planner NAME]\n"
-    "                 [--time-limit S] [--out FILE] [--json]\n"
+    "                 --budget BYTES|PCT%|ram [--runtime-factor F] [--planner NAME]\n"
+    "                 [--time-limit S] [--gap TOL] [--out FILE] [--json] [--allow-infeasible]\n"
     "                 [--no-paging | --no-remat] [--threads N] [--deterministic]\n"
     "                 [--quiet] [--write-mps FILE]\n"
-    "Plans one training iteration under a RAM budget (bytes, or a percentage of\n"
-    "the keep-all peak) and a runtime budget (F times the full-memory compute\n"
-    "time, default 1.5), validates the schedule and reports its energy, memory\n"
-    "and time. --out saves the schedule with its graph for simulate and show.\n"
-    "An infeasible budget is a result: status infeasible, with the reason.\n"
+    "Plans one training iteration under a RAM budget for the activations and a\n"
+    "runtime budget (F times the full-memory compute time, default 1.5),\n"
+    "validates the schedule and reports its energy, memory and time. --out saves\n"
+    "the schedule with its graph for simulate, show and train --schedule.\n"
+    "  --budget          bytes (200000, 64KiB, 256k, 1.5MB: " BUDGET_UNITS "),\n"
+    "                    a percentage of the keep-all peak (45%), or ram: the\n"
+    "                    device's RAM less weights, gradients and SGD momentum\n"
     "  --planner NAME    see poet planners (default: fast)\n"
     "  --time-limit S    wall-clock limit of the planner (fast: 60 s, milp: 300 s)\n"
+    "  --gap TOL         stop once the certified gap is at most TOL (0.1% by\n"
+    "                    default; 0 asks for a proof of optimality)\n"
+    "No schedule (an infeasible budget, with the smallest that would work, or\n"
+    "none found in time) is reported and exits with 3, or 0 with\n"
+    "--allow-infeasible.\n"
     "  --no-paging       remat only; --no-remat: paging only (fast, milp)\n"
     "  --threads N       solver threads; --deterministic: fixed seeds\n"
     "  --quiet           no progress line on stderr\n"
@@ -345,8 +352,9 @@ static int cmd_plan(int argc, char **argv)
 {
     graph_src src = {0};
     const char *budget = NULL, *factor = NULL;
-    const char *planner = NULL, *limit = NULL, *out = NULL, *threads = NULL, *mps = NULL;
+    const char *planner = NULL, *limit = NULL, *out = NULL, *threads = NULL, *mps = NULL, *gap_text = NULL;
     bool json = false, help = false, quiet = false, deterministic = false, no_paging = false, no_remat = false;
+    bool allow_infeasible = false;
     opt opts[] = {GRAPH_SRC_OPTS(src),
                   {"--budget", true, &budget, NULL},       {"--runtime-factor", true, &factor, NULL},
                   {"--planner", true, &planner, NULL},     {"--time-limit", true, &limit, NULL},
@@ -354,6 +362,7 @@ static int cmd_plan(int argc, char **argv)
                   {"--threads", true, &threads, NULL},     {"--write-mps", true, &mps, NULL},
                   {"--quiet", false, NULL, &quiet},        {"--deterministic", false, NULL, &deterministic},
                   {"--no-paging", false, NULL, &no_paging}, {"--no-remat", false, NULL, &no_remat},
+                  {"--gap", true, &gap_text, NULL},        {"--allow-infeasible", false, NULL, &allow_infeasible},
                   {NULL, false, NULL, NULL}};
     int rc = parse_opts("plan", argc, argv, opts, &help);
     if (rc || help) return help ? (fputs(PLAN_HELP, stdout), 0) : rc;
@@ -364,6 +373,9 @@ static int cmd_plan(int argc, char **argv)
         return usage_error("plan", "--runtime-factor must be a number from 1 to 1e6, got", factor);
     if (limit && (seconds = strtod(limit, &end), *end || end == limit || !(seconds > 0 && seconds <= 86400)))
         return usage_error("plan", "--time-limit must be more than 0 and at most 86400 seconds, got", limit);
+    double gap = 0;
+    if (gap_text && !parse_gap(gap_text, &gap))
+        return usage_error("plan", "--gap must be a fraction from 0 to 1 or a percentage like 0.5%, got", gap_text);
     int n_threads = 1;
     if (threads && !parse_int(threads, 1, 256, &n_threads))
         return usage_error("plan", "--threads must be 1 to 256, got", threads);
@@ -378,11 +390,11 @@ static int cmd_plan(int argc, char **argv)
         poet_instance_free(&inst);
         return lib_error(&err);
     }
-    if (!parse_budget(budget, p.keep_all_peak_bytes, &bytes)) {
-        rc = usage_error("plan", "--budget must be bytes (up to 2^53) or a percentage like 50%, got", budget);
-    } else {
+    if (!(rc = resolve_budget("plan", budget, &p, 1, &bytes))) {
         p.budget_bytes = bytes;
-        poet_plan_options o = {seconds, n_threads, quiet, deterministic, no_paging, no_remat, mps};
+        poet_plan_options o = {.time_limit_s = seconds, .threads = n_threads, .quiet = quiet,
+                               .deterministic = deterministic, .no_paging = no_paging, .no_remat = no_remat,
+                               .write_mps = mps, .gap = gap};
         poet_plan_result r;
         poet_sim sim;
         bool have = false;
@@ -405,6 +417,8 @@ static int cmd_plan(int argc, char **argv)
                 report rep = {&p, name, poet_plan_status_str(r.status), r.note, have ? &sim : NULL,
                               r.lower_bound_j, r.solve_seconds, r.found_seconds, have};
                 rc = print_report(&rep, json);
+                if (have) warn_ram(&p, &sim, 1);
+                if (!rc && !have && !allow_infeasible) rc = EXIT_NO_SCHEDULE;
             }
             poet_plan_result_free(&r);
         }
@@ -432,20 +446,8 @@ static void loaded_free(loaded *l)
 static int load_schedule(const char *cmd, const char *path, const graph_src *src, bool need_graph, loaded *l)
 {
     memset(l, 0, sizeof *l);
-    poet_err err = {0};
-    char *data = NULL;
-    size_t len = 0;
-    if (poet_read_file(path, &data, &len, &err)) return lib_error(&err);
-    bool binary = len >= 4 && (uint8_t)data[0] == (POET_SCHEDULE_BINARY_VERSION & 0xff) &&
-                  (uint8_t)data[3] == (POET_SCHEDULE_BINARY_VERSION >> 24);
-    poet_status st = binary ? poet_schedule_decode((const uint8_t *)data, len, &l->s, &err)
-                            : poet_schedule_parse_json(data, len, &l->s, &l->graph, &err);
-    free(data);
-    if (st) {
-        fprintf(stderr, "poet: %s: %s\n", path, err.msg);
-        return 1;
-    }
-    int rc = 0;
+    int rc = read_schedule(path, &l->s, &l->graph);
+    if (rc) return rc;
     if (src->model || src->onnx || src->instance) {
         poet_instance_free(&l->graph);
         rc = load_instance(cmd, src, &l->graph);

@@ -11,7 +11,11 @@ int train_opts_check(const char *cmd, const train_opts *t, train_values *v)
 {
     *v = (train_values){0, 1, 1.5, 0, poet_optimizer_default(POET_OPT_SGD), NULL, NULL};
     if (!t->model == !t->onnx) return usage_error(cmd, "give exactly one of --model and --onnx", NULL);
-    if (!t->device || !t->budget) return usage_error(cmd, "--device and --budget are required", NULL);
+    if (!t->device) return usage_error(cmd, "--device is required", NULL);
+    if (!t->budget == !t->schedule) return usage_error(cmd, "give --budget, or --schedule FILE from poet plan --out", NULL);
+    if (t->schedule && (t->planner || t->factor || t->time_limit))
+        return usage_error(cmd, "--schedule holds its planner and runtime factor: leave out --planner, "
+                                "--runtime-factor and --time-limit", NULL);
     if (t->batch && !parse_int(t->batch, 1, 65536, &v->batch))
         return usage_error(cmd, "--batch must be 1 to 65536, got", t->batch);
     char *end = NULL;
@@ -40,6 +44,43 @@ int train_opts_check(const char *cmd, const train_opts *t, train_values *v)
     return 0;
 }
 
+/* The schedule of a file, checked against the model it is to train. */
+static int use_schedule(session *s, const char *path, const char *what)
+{
+    poet_err err = {0};
+    poet_instance embedded;
+    int rc = read_schedule(path, &s->plan.schedule, &embedded);
+    poet_instance_free(&embedded);
+    if (rc) return rc;
+    const poet_schedule *sc = &s->plan.schedule;
+    if (poet_problem_init(&s->p, &s->inst, sc->budget_bytes, sc->runtime_factor, &err)) return lib_error(&err);
+    if (poet_schedule_validate(&s->p, sc, &err)) {
+        fprintf(stderr, "poet: %s does not fit %s at batch %d on %s: %s\n", path, what, s->g->batch,
+                s->inst.device.name, err.msg);
+        return 1;
+    }
+    s->plan.status = POET_PLAN_FEASIBLE;
+    return 0;
+}
+
+/* Plans under --budget with the planner the options name. */
+static int plan_now(const char *cmd, session *s, const train_opts *t, const train_values *v, const char *what)
+{
+    poet_err err = {0};
+    if (poet_problem_init(&s->p, &s->inst, 0, v->rho, &err)) return lib_error(&err);
+    int rc = resolve_budget(cmd, t->budget, &s->p, v->opt.kind == POET_OPT_ADAM ? 2 : 1, &s->p.budget_bytes);
+    if (rc) return rc;
+    poet_plan_options o = {.time_limit_s = v->time_limit_s, .threads = 1, .quiet = true, .deterministic = true};
+    if (poet_plan(v->planner, &s->p, &o, &s->plan, &err)) return lib_error(&err);
+    if (s->plan.status != POET_PLAN_OPTIMAL && s->plan.status != POET_PLAN_FEASIBLE) {
+        fprintf(stderr, "poet: cannot train %s under %llu B: planner %s says %s%s%s\n", what,
+                (unsigned long long)s->p.budget_bytes, v->planner, poet_plan_status_str(s->plan.status),
+                s->plan.note[0] ? ": " : "", s->plan.note);
+        return EXIT_NO_SCHEDULE;
+    }
+    return 0;
+}
+
 int session_plan(const char *cmd, session *s, const train_opts *t, const train_values *v)
 {
     poet_err err = {0};
@@ -48,19 +89,13 @@ int session_plan(const char *cmd, session *s, const train_opts *t, const train_v
     if (poet_device_find(t->device, &dev, &err)) return lib_error(&err);
     int rc = load_graph(cmd, t->model, t->onnx, v->batch, &s->zoo, &s->onnx, &s->g);
     if (rc) return rc;
-    if (poet_instance_from_graph(s->g, &dev, &s->inst, &err) || poet_problem_init(&s->p, &s->inst, 0, v->rho, &err))
-        return lib_error(&err);
-    if (!parse_budget(t->budget, s->p.keep_all_peak_bytes, &s->p.budget_bytes))
-        return usage_error(cmd, "--budget must be bytes (up to 2^53) or a percentage like 50%, got", t->budget);
-    poet_plan_options o = {v->time_limit_s, 1, true, true, false, false, NULL};
-    if (poet_plan(v->planner, &s->p, &o, &s->plan, &err)) return lib_error(&err);
-    if (s->plan.status != POET_PLAN_OPTIMAL && s->plan.status != POET_PLAN_FEASIBLE) {
-        fprintf(stderr, "poet: cannot train %s under %llu B: planner %s says %s%s%s\n", t->model ? t->model : t->onnx,
-                (unsigned long long)s->p.budget_bytes, v->planner, poet_plan_status_str(s->plan.status),
-                s->plan.note[0] ? ": " : "", s->plan.note);
-        return 1;
-    }
-    return poet_simulate(&s->p, &s->plan.schedule, &s->sim, NULL, &err) ? lib_error(&err) : 0;
+    if (poet_instance_from_graph(s->g, &dev, &s->inst, &err)) return lib_error(&err);
+    const char *what = t->model ? t->model : t->onnx;
+    rc = t->schedule ? use_schedule(s, t->schedule, what) : plan_now(cmd, s, t, v, what);
+    if (rc) return rc;
+    if (poet_simulate(&s->p, &s->plan.schedule, &s->sim, NULL, &err)) return lib_error(&err);
+    warn_ram(&s->p, &s->sim, v->opt.kind == POET_OPT_ADAM ? 2 : 1);
+    return 0;
 }
 
 void session_free(session *s)

@@ -8,7 +8,7 @@
 /* The options that say what to train and how. */
 typedef struct train_opts {
     const char *model, *onnx, *device, *budget, *data, *data_dir, *planner, *factor, *batch, *seed, *optimizer, *lr;
-    const char *time_limit;
+    const char *time_limit, *schedule;
 } train_opts;
 
 #define TRAIN_OPTS(t)                                                                                                \
@@ -17,7 +17,8 @@ typedef struct train_opts {
         {"--data-dir", true, &(t).data_dir, NULL}, {"--planner", true, &(t).planner, NULL},                         \
         {"--runtime-factor", true, &(t).factor, NULL}, {"--batch", true, &(t).batch, NULL},                         \
         {"--seed", true, &(t).seed, NULL}, {"--optimizer", true, &(t).optimizer, NULL},                             \
-        {"--lr", true, &(t).lr, NULL}, {"--time-limit", true, &(t).time_limit, NULL}
+        {"--lr", true, &(t).lr, NULL}, {"--time-limit", true, &(t).time_limit, NULL},                             \
+        {"--schedule", true, &(t).schedule, NULL}
 
 /* ... their values, checked. */
 typedef struct train_values {
@@ -42,8 +43,9 @@ typedef struct session {
     poet_sim sim;
 } session;
 
-/* Builds, plans and simulates; an infeasible budget is explained (with the
- * smallest budget that would work) and returns 1. 0 or an exit code. */
+/* Builds, plans (or reads and validates the schedule of --schedule) and
+ * simulates; an infeasible budget is explained (with the smallest budget
+ * that would work) and returns EXIT_NO_SCHEDULE. 0 or an exit code. */
 int session_plan(const char *cmd, session *s, const train_opts *t, const train_values *v);
 /* The imported model's weights and buffers, or NULL (a zoo model: from the seed). */
 const float *session_params(const session *s);

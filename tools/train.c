@@ -11,9 +11,10 @@
 #include "session.h"
 
 static const char TRAIN_HELP[] =
-    "usage: poet train (--model NAME | --onnx FILE) --device DEV --budget BYTES|PCT%\n"
-    "                  [--data NAME] [--data-dir DIR] [--planner NAME] [--runtime-factor F]\n"
-    "                  [--time-limit S]\n"
+    "usage: poet train (--model NAME | --onnx FILE) --device DEV\n"
+    "                  (--budget BYTES|PCT%|ram [--planner NAME] [--runtime-factor F]\n"
+    "                   [--time-limit S] | --schedule FILE)\n"
+    "                  [--data NAME] [--data-dir DIR]\n"
     "                  [--epochs N | --steps N] [--batch N] [--seed S]\n"
     "                  [--optimizer sgd|adam] [--lr X]\n"
     "                  [--checkpoint DIR] [--checkpoint-every N] [--resume]\n"
@@ -22,13 +23,18 @@ static const char TRAIN_HELP[] =
     "percentage of the keep-all activation peak), then trains the model on real\n"
     "data inside an arena of the planned size, paging to a storage file and\n"
     "recomputing as the schedule says. Models: poet models (trainable ones).\n"
+    "  --budget            as poet plan reads it (ram: the device's RAM less the\n"
+    "                      weights, gradients and optimizer state)\n"
+    "  --schedule FILE     train under a schedule from poet plan --out instead of\n"
+    "                      planning (checked against the model, device and batch)\n"
     "  --data NAME         digits or fashion-mnist (default: the model's)\n"
     "  --epochs N          passes over the training set (default 1)\n"
     "  --steps N           train N steps in all instead\n"
     "  --optimizer         sgd (momentum 0.9, lr 0.05) or adam (lr 0.001)\n"
     "  --checkpoint DIR    write DIR/checkpoint.poet atomically after each epoch\n"
     "                      and every N steps (--checkpoint-every, default 100)\n"
-    "  --resume            continue from DIR/checkpoint.poet, bit-exactly\n"
+    "  --resume            continue from DIR/checkpoint.poet, bit-exactly, under\n"
+    "                      the schedule saved in DIR/schedule.json (not planned again)\n"
     "  --storage FILE      the file standing in for flash (default: DIR/storage.bin,\n"
     "                      or a temporary file)\n"
     "  --onnx FILE         your model (docs/onnx.md): its initializers are the initial\n"
@@ -169,12 +175,12 @@ static void on_progress(void *ctx, const poet_train_progress *p)
                 p->test_loss, 100 * p->test_accuracy);
 }
 
-static int report(const run *r, const parsed *q, const poet_train_report *tr, cJSON *epochs, bool json)
+static int report(const run *r, const poet_train_report *tr, cJSON *epochs, bool json)
 {
     const poet_engine_stats *s = poet_engine_get_stats(r->e);
     char sha[65];
     poet_engine_weights_sha256(r->e, sha);
-    const char *planner = q->v.planner;
+    const char *planner = r->s.plan.schedule.planner;
     if (!json) {
         printf("%s on %s (%s), planner %s: budget %llu B of keep-all %llu B\n", r->s.g->model, r->s.inst.device.name,
                r->d.name, planner, (unsigned long long)r->s.p.budget_bytes, (unsigned long long)r->s.p.keep_all_peak_bytes);
@@ -236,6 +242,26 @@ static int report(const run *r, const parsed *q, const poet_train_report *tr, cJ
     return print_json(o);
 }
 
+/* The schedule: planned now (and kept in the checkpoint directory, so that
+ * --resume trains under it again without planning), read from --schedule,
+ * or, on --resume, the one the checkpoint directory keeps. */
+static int plan_or_resume(run *r, const train_args *a, const parsed *q)
+{
+    char saved[4096 + 16];
+    snprintf(saved, sizeof saved, "%s/schedule.json", a->checkpoint ? a->checkpoint : ".");
+    train_opts t = a->t;
+    bool resumed = a->resume && !t.schedule && access(saved, F_OK) == 0;
+    if (resumed) t.schedule = saved;
+    int rc = session_plan("train", &r->s, &t, &q->v);
+    if (rc || !a->checkpoint || resumed) return rc;
+    poet_err err = {0};
+    char *text = poet_schedule_to_json(&r->s.plan.schedule, &r->s.inst);
+    if (!text) return lib_error(&(poet_err){POET_ERR_NOMEM, "out of memory"});
+    if (poet_write_file_atomic(saved, text, strlen(text), &err)) rc = lib_error(&err);
+    free(text);
+    return rc;
+}
+
 int cmd_train(int argc, char **argv)
 {
     train_args a = {0};
@@ -254,7 +280,7 @@ int cmd_train(int argc, char **argv)
     run r;
     memset(&r, 0, sizeof r);
     poet_err err = {0};
-    if (!(rc = session_plan("train", &r.s, &a.t, &q.v)) && !(rc = prepare_files(&r, &a)) &&
+    if (!(rc = prepare_files(&r, &a)) && !(rc = plan_or_resume(&r, &a, &q)) &&
         poet_dataset_load(q.v.data, a.t.data_dir, &r.d, &err))
         rc = lib_error(&err);
     if (!rc) rc = start_engine(&r, &q);
@@ -268,7 +294,7 @@ int cmd_train(int argc, char **argv)
             cJSON_Delete(pc.epochs);
         } else {
             rc = write_onnx(&r, a.onnx_out);
-            rc = rc ? rc : report(&r, &q, &tr, pc.epochs, a.json);
+            rc = rc ? rc : report(&r, &tr, pc.epochs, a.json);
         }
     }
     run_free(&r);

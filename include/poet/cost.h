@@ -29,6 +29,8 @@ typedef struct poet_device {
     double memory_power_w;      /* power while paging */
     double power_w;             /* board power; informational, as in POET */
     int bytes_per_element;
+    uint64_t ram_bytes;         /* the device's RAM; 0: not stated */
+    uint64_t flash_bytes;       /* storage for paging; 0: not stated */
 } poet_device;
 
 int poet_device_count(void);
@@ -99,6 +101,12 @@ poet_status poet_instance_write_dot(const poet_instance *inst, const char *path,
 /* Checks structure and values: order, edges in range, finite costs. */
 poet_status poet_instance_validate(const poet_instance *inst, poet_err *err);
 poet_status poet_instance_stats_compute(const poet_instance *inst, poet_instance_stats *out, poet_err *err);
+/* What training holds in RAM beside the activation arena, as the device
+ * image lays it out (src/core/device.c): weights, gradients, optimizer_slots
+ * more copies of the gradients' size (SGD with momentum: 1, Adam: 2), the
+ * buffers (batch-norm statistics) twice, and the batch with a label per
+ * sample (a label per row for sequence models is not counted). */
+uint64_t poet_instance_persistent_bytes(const poet_instance *inst, int optimizer_slots);
 void poet_instance_free(poet_instance *inst);
 
 #ifdef __cplusplus

@@ -165,6 +165,14 @@ static uint64_t min_budget(const poet_instance *inst, int *start, int *src, int 
     return best;
 }
 
+uint64_t poet_instance_persistent_bytes(const poet_instance *inst, int optimizer_slots)
+{
+    double buffers = inst->parameter_bytes - inst->gradient_bytes, batch = 4.0 * inst->batch;
+    for (int i = 0; i < inst->T; i++)
+        if (!inst->nodes[i].is_backward && strcmp(inst->nodes[i].op, "input") == 0) batch += (double)inst->nodes[i].bytes;
+    return (uint64_t)(inst->parameter_bytes + buffers + (1.0 + optimizer_slots) * inst->gradient_bytes + batch);
+}
+
 poet_status poet_instance_stats_compute(const poet_instance *inst, poet_instance_stats *out, poet_err *err)
 {
     memset(out, 0, sizeof *out);
