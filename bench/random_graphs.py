@@ -56,9 +56,11 @@ def run_json(cmd):
 
 
 def plan(instance, s, planner, limit):
+    # the MILP runs to a proof (--gap 0); fast stops at its default gap
+    gap = ["--gap", "0"] if planner == "milp" else []
     return run_json([POET, "plan", "--instance", instance, "--budget", str(s["budget"]), "--runtime-factor",
                      f"{s['factor']:.3f}", "--planner", planner, "--time-limit", str(limit), "--json", "--quiet",
-                     "--deterministic", "--allow-infeasible"])
+                     "--deterministic", "--allow-infeasible"] + gap)
 
 
 def settings(tmp):
@@ -78,7 +80,7 @@ def settings(tmp):
                 factor = round(rng.uniform(1.0, 1.5), 3)
                 out.append({"graph": f"{kind}_{seed}", "device": device, "nodes": g["nodes"], "path": path,
                             "budget": budget, "pct": 100 * budget / g["keep_all_peak_bytes"], "factor": factor,
-                            "key": f"{kind}_{seed}_{device}_{budget}_{factor:.3f}_{MILP_LIMIT:g}"})
+                            "key": f"{kind}_{seed}_{device}_{budget}_{factor:.3f}_{MILP_LIMIT:g}_proof"})
     return out
 
 
