@@ -59,7 +59,10 @@ static unsigned rng_next(unsigned *s)
 }
 
 /* A random training-like DAG: a forward chain with skip edges, then a
- * backward pass where node T-1-k reads its predecessor and forward node k. */
+ * backward pass where node T-1-k reads its predecessor and forward node k,
+ * or, one time in three, k's predecessor instead (as a convolution's
+ * gradient reads its input, not its output): forward tensors that die in the
+ * forward pass, so that recomputing their readers needs them back. */
 static void random_instance(poet_instance *inst, int n_fwd, unsigned *seed)
 {
     int T = 2 * n_fwd;
@@ -78,6 +81,7 @@ static void random_instance(poet_instance *inst, int n_fwd, unsigned *seed)
     for (int b = n_fwd; b < T; b++) {
         int mirror = T - 1 - b;
         edges[n][0] = b - 1, edges[n][1] = b, n++;
+        if (mirror > 0 && rng_next(seed) % 3 == 0) mirror--;
         if (mirror < b - 1) edges[n][0] = mirror, edges[n][1] = b, n++;
     }
     make_instance(inst, T, n_fwd, bytes, flops, (const int(*)[2])edges, n);

@@ -773,102 +773,245 @@ double milp_lp_bound(const poet_problem *p, const milp_options *mo, double secon
 }
 
 /* ---- the covering bound ----
- * A tensor i that the keep-all schedule holds across stage t (i < t < its
- * last reader) is, in any schedule, either held across t too, and then in
- * RAM through all of stage t (nothing frees a tensor kept for the next
- * stage), or brought back before its last reader: recomputed after stage i,
- * or paged in, which needs a page-out first. So with r_i = 1 for the
- * tensors that are let go somewhere and recomputed, q_i = 1 for those let go
- * and only paged, every schedule pays at least sum r_i c_i + q_i (p_in_i +
- * p_out_i) beyond the full-memory energy and sum r_i tau_i beyond the
- * full-memory time, and in each stage t node t, its inputs and the held
- * tensors not let go fit:
- *   sum over held i of m_i (r_i + q_i) >= m_t + inputs of t + held bytes - budget.
- * Recomputation chains and repeated recomputations are left out, so this is
- * a relaxation; but its variables are whole, which the LP relaxation's are
- * not: where one 16 KiB tensor must go to save 1 KiB, the LP pays a
- * sixteenth of its cost and this bound all of it. */
+ * A relaxation of POET's MILP with whole variables, small enough for CBC to
+ * solve in well under a second. Between two consecutive readers a < b of a
+ * tensor i (its producer counts as the first), the stages a < t < b form a
+ * gap of i, across which keep-all holds it. In any schedule, i is either
+ * held across a stage t of the gap, and then in RAM while node t runs
+ * (nothing frees a tensor kept for the next stage), or let go there and
+ * brought back in (t, b] before b reads it: recomputed (c_i, tau_i) or paged
+ * in (p_in_i, after one page-out, p_out_i, that every page-in of i shares).
+ * One return serves every stage of the gap it follows; returns in different
+ * gaps are different events.
+ *
+ * Recomputing i after t needs each input u of i in RAM then. Where u's last
+ * reader L_u lies before t, u is dead there under keep-all: it was brought
+ * back after L_u (once per u, however many recomputations it feeds:
+ * recomputed, which needs u's own inputs the same way, or paged in), or it
+ * was held across every stage from L_u + 1 to t, in RAM while those nodes ran.
+ *
+ * So, with r and q (the gap's return is a recomputation, a page-in), d_t (i
+ * let go across stage t), x_u and y_u (u brought back after its life by
+ * recomputation, by page-in), o_i (i paged out) and h_{u,t} (u held across
+ * stage t > L_u; held across t implies held across t - 1):
+ *   each stage t: sum over the gaps across t of m_i d_t
+ *                 - sum of m_u h_{u,t} >= m_t + inputs of t + held bytes - budget
+ *   d_t <= r + q;  for each input u of i with L_u < t: d_t <= q + x_u + y_u + h_{u,t}
+ *   for each input w of u with L_w < L_u: x_u <= x_w + y_w + h_{w,L_u}
+ *   q <= o_i, y_i <= o_i;  the recomputations' time <= (rho - 1) x full-memory time
+ * and every schedule costs at least the full-memory energy plus what r, q,
+ * x, y and o cost. The memory a recomputation needs while it runs,
+ * repeated returns within a gap, and recomputations of u within its life
+ * that feed i are left out, so this is a relaxation; but its returns are
+ * whole, which the LP relaxation's are not: where one 16 KiB tensor must go
+ * to save 1 KiB, the LP pays a sixteenth of its cost and this bound all of
+ * it; and a cheap tensor whose inputs are long gone costs what bringing them
+ * back, or keeping them, costs. */
 
-/* Whether the keep-all schedule holds tensor i across stage t, other than
- * as one of node t's inputs (is_input marks those). */
-static bool held_across(const poet_problem *p, const char *is_input, int i, int t)
+typedef struct cover {
+    const poet_problem *p;
+    lp l;
+    int n_gaps;
+    int *gap_lo, *gap_hi, *gap_tensor;
+    int *r, *q;     /* per gap: returned by recomputation, by page-in; -1 where not allowed */
+    int *d, *d_from; /* per gap: the column d of stage d_from; the rest follow */
+    int *x, *y, *o; /* per tensor: recomputed or paged in after its life, paged out */
+    int **h;        /* h[u][t - L_u - 1]: u held across stage t > L_u; made when first needed, -1 until then */
+} cover;
+
+static void cover_free(cover *c)
 {
-    return i < t && t < p->last_use[i] && !is_input[i];
+    free(c->gap_lo), free(c->gap_hi), free(c->gap_tensor), free(c->r), free(c->q), free(c->d), free(c->d_from);
+    for (int u = 0; c->h && u < c->p->T; u++) free(c->h[u]);
+    free(c->x), free(c->y), free(c->o), free(c->h);
+    lp_free(&c->l);
 }
 
-/* The covering model's rows, one per stage that does not fit under keep-all,
- * scaled by the budget; false where some stage cannot fit at all. The rows
- * give CBC 1e-6 of the budget to spare, more than its tolerance, so that a
- * solution it accepts within tolerance is one of a (slightly) relaxed model
- * and its bound stays a bound. */
-static bool add_cover_rows(lp *l, const poet_problem *p, const int *rc, const int *pg, char *is_input)
+/* The gaps of every tensor: consecutive readers (the producer first) with
+ * at least one stage between them; false when out of memory. */
+static bool cover_alloc(cover *c)
 {
+    const poet_problem *p = c->p;
+    size_t T = (size_t)p->T, G = (size_t)p->out_start[T] + 1;
+    int **per_gap[] = {&c->gap_lo, &c->gap_hi, &c->gap_tensor, &c->r, &c->q, &c->d, &c->d_from};
+    int **per_tensor[] = {&c->x, &c->y, &c->o};
+    bool ok = (c->h = calloc(T, sizeof(int *))) != NULL;
+    for (size_t k = 0; k < sizeof per_gap / sizeof *per_gap; k++) ok = (*per_gap[k] = malloc(G * sizeof(int))) && ok;
+    for (size_t k = 0; k < sizeof per_tensor / sizeof *per_tensor; k++)
+        ok = (*per_tensor[k] = malloc(T * sizeof(int))) && ok;
+    if (!ok) return false;
+    for (int i = 0; i < p->T; i++) {
+        int a = i;
+        for (int k = p->out_start[i]; k < p->out_start[i + 1]; a = p->out[k++])
+            if (p->out[k] - a >= 2) {
+                c->gap_lo[c->n_gaps] = a, c->gap_hi[c->n_gaps] = p->out[k];
+                c->gap_tensor[c->n_gaps++] = i;
+            }
+    }
+    return true;
+}
+
+/* The column h_{u,t}, or -1 where there is none. */
+static int cover_held_at(const cover *c, int u, int t)
+{
+    int first = c->p->last_use[u] + 1;
+    return c->h[u] && t >= first ? c->h[u][t - first] : -1;
+}
+
+/* The column h_{u,t}, made on first use with the rows h_{u,s} <= h_{u,s-1}
+ * back to L_u + 1 (u held across s > L_u was held since its life ended);
+ * -1 when out of memory. */
+static int cover_held(cover *c, int u, int t)
+{
+    int first = c->p->last_use[u] + 1;
+    if (!c->h[u]) {
+        c->h[u] = malloc((size_t)(c->p->T - first) * sizeof(int));
+        if (!c->h[u]) return c->l.oom = true, -1;
+        memset(c->h[u], 0xff, (size_t)(c->p->T - first) * sizeof(int));
+    }
+    int *h = c->h[u] - first;
+    for (int s = first; s <= t; s++) {
+        if (h[s] >= 0) continue;
+        h[s] = add_col(&c->l, 0, 0, 1, false);
+        if (s > first) {
+            int row = add_row(&c->l, -LP_INF, 0);
+            coef(&c->l, row, h[s], 1), coef(&c->l, row, h[s - 1], -1);
+        }
+    }
+    return h[t];
+}
+
+/* col - also <= x_u + y_u + h_{u,t} for every input u of node v dead across
+ * stage t (L_u < t): what recomputing v after stage t needs. */
+static void cover_inputs_back(cover *c, int col, int also, int v, int t)
+{
+    const poet_problem *p = c->p;
+    for (int k = p->in_start[v]; k < p->in_start[v + 1]; k++) {
+        int u = p->in[k];
+        if (p->last_use[u] >= t) continue;
+        int row = add_row(&c->l, -LP_INF, 0);
+        coef(&c->l, row, col, 1), coef(&c->l, row, also, -1);
+        coef(&c->l, row, c->x[u], -1), coef(&c->l, row, c->y[u], -1), coef(&c->l, row, cover_held(c, u, t), -1);
+    }
+}
+
+/* The returns, their costs, the runtime row and the chains of
+ * recomputation. */
+static void cover_returns(cover *c, bool remat, bool paging)
+{
+    const poet_problem *p = c->p;
+    const poet_cnode *n = p->inst->nodes;
+    double full = p->full_memory_energy_j, time = p->full_memory_time_s;
+    int runtime =
+        isfinite(p->runtime_budget_s) && time > 0 ? add_row(&c->l, -LP_INF, p->runtime_factor - 1 + 1e-6) : -1;
+    for (int i = 0; i < p->T; i++) {
+        c->x[i] = remat ? add_col(&c->l, n[i].compute_j / full, 0, 1, true) : -1;
+        c->y[i] = paging ? add_col(&c->l, n[i].pagein_j / full, 0, 1, true) : -1;
+        c->o[i] = paging ? add_col(&c->l, n[i].pageout_j / full, 0, 1, true) : -1;
+        int row = add_row(&c->l, -LP_INF, 0);
+        coef(&c->l, row, c->y[i], 1), coef(&c->l, row, c->o[i], -1);
+        coef(&c->l, runtime, c->x[i], n[i].time_s / time);
+    }
+    for (int g = 0; g < c->n_gaps; g++) {
+        int i = c->gap_tensor[g];
+        c->r[g] = remat ? add_col(&c->l, n[i].compute_j / full, 0, 1, true) : -1;
+        c->q[g] = paging ? add_col(&c->l, n[i].pagein_j / full, 0, 1, true) : -1;
+        int row = add_row(&c->l, -LP_INF, 0);
+        coef(&c->l, row, c->q[g], 1), coef(&c->l, row, c->o[i], -1);
+        row = add_row(&c->l, -LP_INF, 1);
+        coef(&c->l, row, c->r[g], 1), coef(&c->l, row, c->q[g], 1);
+        coef(&c->l, runtime, c->r[g], n[i].time_s / time);
+    }
+    for (int u = 0; remat && u < p->T; u++) cover_inputs_back(c, c->x[u], -1, u, p->last_use[u]);
+}
+
+/* The first stage of gap g at which an input of its tensor is dead: from
+ * there on, letting it go needs more than a return, and d has columns. */
+static int cover_dead_from(const cover *c, int g, bool remat)
+{
+    const poet_problem *p = c->p;
+    int i = c->gap_tensor[g], from = c->gap_hi[g];
+    for (int k = p->in_start[i]; remat && k < p->in_start[i + 1]; k++)
+        if (p->last_use[p->in[k]] + 1 < from) from = p->last_use[p->in[k]] + 1;
+    return from > c->gap_lo[g] + 1 ? from : c->gap_lo[g] + 1;
+}
+
+/* d for the stages of every gap from cover_dead_from on, bounded by the
+ * gap's returns and, where it comes back by recomputation, by what that
+ * needs; before, d is the return itself (r + q). */
+static void cover_let_go(cover *c, bool remat)
+{
+    for (int g = 0; g < c->n_gaps; g++) { /* consecutive columns, before cover_held makes any */
+        c->d_from[g] = cover_dead_from(c, g, remat);
+        c->d[g] = c->l.n_cols;
+        for (int t = c->d_from[g]; t < c->gap_hi[g]; t++) add_col(&c->l, 0, 0, 1, false);
+    }
+    for (int g = 0; g < c->n_gaps; g++)
+        for (int t = c->d_from[g]; t < c->gap_hi[g]; t++) {
+            int d = c->d[g] + t - c->d_from[g], row = add_row(&c->l, -LP_INF, 0);
+            coef(&c->l, row, d, 1), coef(&c->l, row, c->r[g], -1), coef(&c->l, row, c->q[g], -1);
+            cover_inputs_back(c, d, c->q[g], c->gap_tensor[g], t);
+        }
+}
+
+/* One row per stage, scaled by the budget; false where some stage cannot
+ * fit at all. The rows give CBC 1e-6 of the budget to spare, more than its
+ * tolerance, so that a solution it accepts within tolerance is one of a
+ * (slightly) relaxed model and its bound stays a bound. */
+static bool cover_stages(cover *c)
+{
+    const poet_problem *p = c->p;
     const poet_cnode *n = p->inst->nodes;
     double scale = 1.0 / (double)p->budget_bytes;
     bool fits = true;
     for (int t = 1; t + 1 < p->T; t++) {
         double need = (double)n[t].bytes - (double)p->budget_bytes, held = 0;
-        for (int c = p->in_start[t]; c < p->in_start[t + 1]; c++)
-            is_input[p->in[c]] = 1, need += (double)n[p->in[c]].bytes;
-        for (int i = 0; i < t; i++)
-            if (held_across(p, is_input, i, t)) held += (double)n[i].bytes;
+        for (int k = p->in_start[t]; k < p->in_start[t + 1]; k++) need += (double)n[p->in[k]].bytes;
         fits = fits && need <= 0;
-        if (need + held > 0) {
-            int row = add_row(l, scale * (need + held) - 1e-6, LP_INF);
-            for (int i = 0; i < t; i++)
-                if (held_across(p, is_input, i, t)) {
-                    coef(l, row, rc[i], scale * (double)n[i].bytes);
-                    coef(l, row, pg[i], scale * (double)n[i].bytes);
-                }
-        }
-        for (int c = p->in_start[t]; c < p->in_start[t + 1]; c++) is_input[p->in[c]] = 0;
+        int row = add_row(&c->l, 0, LP_INF);
+        for (int g = 0; g < c->n_gaps; g++)
+            if (c->gap_lo[g] < t && t < c->gap_hi[g]) {
+                double m = (double)n[c->gap_tensor[g]].bytes;
+                held += m;
+                if (t < c->d_from[g]) coef(&c->l, row, c->r[g], scale * m), coef(&c->l, row, c->q[g], scale * m);
+                else coef(&c->l, row, c->d[g] + t - c->d_from[g], scale * m);
+            }
+        for (int u = 0; u < t; u++) coef(&c->l, row, cover_held_at(c, u, t), -scale * (double)n[u].bytes);
+        c->l.rlb[row] = scale * (need + held) - 1e-6;
     }
     return fits;
 }
 
 double milp_cover_bound(const poet_problem *p, const milp_options *mo, double seconds)
 {
-    const poet_cnode *n = p->inst->nodes;
     double full = p->full_memory_energy_j, bound = NAN;
     if (seconds <= 0 || !(full > 0) || !p->budget_bytes) return NAN;
-    lp l;
-    memset(&l, 0, sizeof l);
-    int *rc = malloc((size_t)p->T * sizeof *rc), *pg = malloc((size_t)p->T * sizeof *pg);
-    char *is_input = calloc((size_t)p->T, 1);
-    csc c;
-    bool built = rc && pg && is_input;
-    /* recomputed, or paged, or neither; and the time recomputations add */
-    int runtime = built && isfinite(p->runtime_budget_s) && p->full_memory_time_s > 0
-                      ? add_row(&l, -LP_INF, p->runtime_factor - 1 + 1e-6)
-                      : -1;
-    for (int i = 0; built && i < p->T; i++) {
-        rc[i] = mo->remat ? add_col(&l, n[i].compute_j / full, 0, 1, true) : -1;
-        pg[i] = mo->paging ? add_col(&l, (n[i].pagein_j + n[i].pageout_j) / full, 0, 1, true) : -1;
-        int once = add_row(&l, -LP_INF, 1);
-        coef(&l, once, rc[i], 1), coef(&l, once, pg[i], 1);
-        coef(&l, runtime, rc[i], n[i].time_s / p->full_memory_time_s);
-    }
-    built = built && add_cover_rows(&l, p, rc, pg, is_input) && !l.oom && to_csc(&l, &c);
+    cover c = {.p = p};
+    csc m;
+    bool built = cover_alloc(&c);
+    if (built) cover_returns(&c, mo->remat, mo->paging), cover_let_go(&c, mo->remat);
+    built = built && cover_stages(&c);
+    built = built && !c.l.oom && to_csc(&c.l, &m);
     if (built) {
-        Cbc_Model *cbc = load_cbc(&l, &c, l.lb, l.ub);
+        Cbc_Model *cbc = load_cbc(&c.l, &m, c.l.lb, c.l.ub);
         poet_plan_options o = {.threads = 1, .quiet = true, .deterministic = true, .gap = 1e-9};
         set_params(cbc, &o, seconds);
         Cbc_setLogLevel(cbc, 0);
         solved sv;
         double deadline = plan_wall_s() + 1.25 * seconds + 0.5;
-        solve_apart(&(solve_job){.cbc = cbc, .n_cols = l.n_cols, .deadline = deadline}, &sv);
+        solve_apart(&(solve_job){.cbc = cbc, .n_cols = c.l.n_cols, .deadline = deadline}, &sv);
         /* CBC's best possible objective bounds the optimum even when it ran
          * out of time; less a margin for its tolerances */
         if (sv.ended && !sv.infeasible && isfinite(sv.bound) && sv.bound >= 0 && sv.bound < 1e30)
             bound = full * (1 + sv.bound) * (1 - 1e-7);
         free(sv.x);
         Cbc_deleteModel(cbc);
-        csc_free(&c);
+        csc_free(&m);
     }
-    free(rc), free(pg), free(is_input);
-    lp_free(&l);
+    cover_free(&c);
     return bound;
 }
+
 
 /* Solved, but placement needs more than the budget: solve against budgets
  * reduced by the excess (the first solve's bound still holds for the budget
