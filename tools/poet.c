@@ -390,7 +390,7 @@ static int cmd_plan(int argc, char **argv)
         poet_instance_free(&inst);
         return lib_error(&err);
     }
-    if (!(rc = resolve_budget("plan", budget, &p, 1, &bytes))) {
+    if (!(rc = resolve_budget("plan", budget, &p, poet_optimizer_slots(POET_OPT_SGD), &bytes))) {
         p.budget_bytes = bytes;
         poet_plan_options o = {.time_limit_s = seconds, .threads = n_threads, .quiet = quiet,
                                .deterministic = deterministic, .no_paging = no_paging, .no_remat = no_remat,
@@ -417,7 +417,7 @@ static int cmd_plan(int argc, char **argv)
                 report rep = {&p, name, poet_plan_status_str(r.status), r.note, have ? &sim : NULL,
                               r.lower_bound_j, r.solve_seconds, r.found_seconds, have};
                 rc = print_report(&rep, json);
-                if (have) warn_ram(&p, &sim, 1);
+                if (have) warn_ram(&p, &sim, poet_optimizer_slots(POET_OPT_SGD));
                 if (!rc && !have && !allow_infeasible) rc = EXIT_NO_SCHEDULE;
             }
             poet_plan_result_free(&r);

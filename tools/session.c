@@ -68,7 +68,7 @@ static int plan_now(const char *cmd, session *s, const train_opts *t, const trai
 {
     poet_err err = {0};
     if (poet_problem_init(&s->p, &s->inst, 0, v->rho, &err)) return lib_error(&err);
-    int rc = resolve_budget(cmd, t->budget, &s->p, v->opt.kind == POET_OPT_ADAM ? 2 : 1, &s->p.budget_bytes);
+    int rc = resolve_budget(cmd, t->budget, &s->p, poet_optimizer_slots(v->opt.kind), &s->p.budget_bytes);
     if (rc) return rc;
     poet_plan_options o = {.time_limit_s = v->time_limit_s, .threads = 1, .quiet = true, .deterministic = true};
     if (poet_plan(v->planner, &s->p, &o, &s->plan, &err)) return lib_error(&err);
@@ -94,7 +94,7 @@ int session_plan(const char *cmd, session *s, const train_opts *t, const train_v
     rc = t->schedule ? use_schedule(s, t->schedule, what) : plan_now(cmd, s, t, v, what);
     if (rc) return rc;
     if (poet_simulate(&s->p, &s->plan.schedule, &s->sim, NULL, &err)) return lib_error(&err);
-    warn_ram(&s->p, &s->sim, v->opt.kind == POET_OPT_ADAM ? 2 : 1);
+    warn_ram(&s->p, &s->sim, poet_optimizer_slots(v->opt.kind));
     return 0;
 }
 

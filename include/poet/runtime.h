@@ -62,6 +62,10 @@ typedef struct poet_optimizer {
 /* Defaults: SGD lr 0.05 momentum 0.9; Adam lr 1e-3, betas 0.9/0.999, eps 1e-8. */
 poet_optimizer poet_optimizer_default(poet_optimizer_kind kind);
 
+/* Gradient-sized buffers the optimizer keeps (SGD's momentum; Adam's two
+ * moments), as poet_instance_persistent_bytes counts them. */
+int poet_optimizer_slots(poet_optimizer_kind kind);
+
 /* ---- the device image: what a device (or this runtime) trains from ---- */
 typedef struct poet_export_options {
     poet_optimizer optimizer;

@@ -31,6 +31,8 @@ poet_optimizer poet_optimizer_default(poet_optimizer_kind kind)
     return (poet_optimizer){POET_OPT_SGD, 0.05f, 0.9f, 0, 0, 0, 0};
 }
 
+int poet_optimizer_slots(poet_optimizer_kind kind) { return kind == POET_OPT_ADAM ? 2 : 1; }
+
 /* ---- the DMA worker behind the device library's storage table ---- */
 
 static poet_status dma_start_transfer(void *ctx, bool write, uint64_t offset, void *ram, size_t bytes, long *ticket,
