@@ -2,6 +2,7 @@
  * in the original code) so that costs of zoo models equal the reference
  * instances'; docs/graph.md lists each formula and where it departs from an
  * exact count. */
+#include "../core/broadcast.h"
 #include "ops.h"
 
 #include <string.h>
@@ -228,16 +229,8 @@ static poet_status infer_softmax(const poet_graph *g, poet_node *n, poet_err *er
 
 static bool broadcast(const poet_shape *a, const poet_shape *b, poet_shape *out)
 {
-    int r = a->ndim > b->ndim ? a->ndim : b->ndim;
-    out->ndim = r;
     for (int i = 0; i < POET_MAX_DIMS; i++) out->dim[i] = 0;
-    for (int i = 0; i < r; i++) {
-        int ia = a->ndim - r + i, ib = b->ndim - r + i;
-        int64_t da = ia >= 0 ? a->dim[ia] : 1, db = ib >= 0 ? b->dim[ib] : 1;
-        if (da != db && da != 1 && db != 1) return false;
-        out->dim[i] = da == 1 ? db : da;
-    }
-    return true;
+    return broadcast_dims(a->ndim, a->dim, b->ndim, b->dim, &out->ndim, out->dim);
 }
 
 /* The second input may have fewer channels than the first: it is then

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/broadcast.h"
 #include "../core/hash.h"
 #include "internal.h"
 
@@ -160,13 +161,8 @@ static uint64_t bcast_index(const tensor *t, const tensor *out, uint64_t o)
 static poet_status broadcast_shape(const Onnx__NodeProto *np, const tensor *a, const tensor *b, int *ndim,
                                    int64_t *dims, poet_err *err)
 {
-    *ndim = a->ndim > b->ndim ? a->ndim : b->ndim;
-    for (int k = 0; k < *ndim; k++) {
-        int ja = a->ndim - *ndim + k, jb = b->ndim - *ndim + k;
-        int64_t da = ja >= 0 ? a->dims[ja] : 1, db = jb >= 0 ? b->dims[jb] : 1;
-        if (da != db && da != 1 && db != 1) return onnx_refuse(np, "constant operands do not broadcast", err);
-        dims[k] = da == 1 ? db : da;
-    }
+    if (!broadcast_dims(a->ndim, a->dims, b->ndim, b->dims, ndim, dims))
+        return onnx_refuse(np, "constant operands do not broadcast", err);
     return POET_OK;
 }
 
