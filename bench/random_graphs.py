@@ -108,7 +108,10 @@ def main():
         todo = settings(tmp)
         with concurrent.futures.ThreadPoolExecutor(JOBS) as pool:
             fast = list(pool.map(lambda s: plan(s["path"], s, "fast", FAST_LIMIT), todo))
-            missing = [s for s in todo if WITH_MILP and s["key"] not in cache]
+            # the settings the MILP is likeliest to prove first (the a72's, small graphs), so that a run
+            # cut short still adds proven optima to the cache
+            missing = sorted((s for s in todo if WITH_MILP and s["key"] not in cache),
+                             key=lambda s: (s["device"] != "a72", s["nodes"]))
             for s, m in zip(missing, pool.map(lambda s: plan(s["path"], s, "milp", MILP_LIMIT), missing)):
                 cache[s["key"]] = {k: m.get(k) for k in ("status", "energy_j", "lower_bound_j", "wall_s", "found_seconds")}
                 with open(CACHE + ".tmp", "w") as f:

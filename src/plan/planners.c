@@ -80,16 +80,21 @@ static void certify(poet_plan_result *r, double energy, double bound)
     else if (r->status != POET_PLAN_OPTIMAL) r->status = POET_PLAN_FEASIBLE;
 }
 
-/* On small graphs, the exact MILP started from the schedule found, in half
- * the time left: it closes what gap remains, or proves the schedule optimal. */
+/* Seconds of the limit held back for CBC's overruns and the final validation. */
+static double fast_reserve(double limit) { return 0.03 * limit + 0.3; }
+
+/* On small graphs, the exact MILP started from the schedule found, in the
+ * time left less the reserve for CBC's overruns and the final validation:
+ * it closes what gap remains, or proves the schedule optimal. */
 static poet_status polish(const poet_problem *p, const poet_plan_options *o, double started, double energy,
                           poet_plan_result *r, poet_err *err)
 {
-    double limit = o->time_limit_s > 0 ? o->time_limit_s : 60, left = limit - (plan_wall_s() - started);
+    double limit = o->time_limit_s > 0 ? o->time_limit_s : 60;
+    double left = limit - fast_reserve(limit) - (plan_wall_s() - started);
     if (r->status == POET_PLAN_OPTIMAL || p->T > POLISH_MAX_NODES || left < 1) return POET_OK;
     if (energy <= r->lower_bound_j * (1 + plan_gap(o))) return POET_OK;
     poet_plan_options again = *o;
-    again.time_limit_s = left / 2;
+    again.time_limit_s = left;
     milp_options mo = {!o->no_paging, !o->no_remat, r->schedule.T ? &r->schedule : NULL};
     poet_plan_result m;
     memset(&m, 0, sizeof m);
@@ -140,8 +145,7 @@ static void keep_cheaper(const poet_problem *p, poet_schedule *cand, double at, 
 static poet_status plan_fast(const poet_problem *p, const poet_plan_options *o, poet_plan_result *r, poet_err *err)
 {
     double started = plan_wall_s(), limit = o->time_limit_s > 0 ? o->time_limit_s : 60;
-    /* held back for CBC's overruns and the final validation */
-    double reserve = 0.03 * limit + 0.3;
+    double reserve = fast_reserve(limit);
     /* a schedule within this factor of the bound is good enough */
     double enough = 1 + (plan_gap(o) > OPTIMAL_GAP ? plan_gap(o) : OPTIMAL_GAP);
     bool remat = !o->no_remat, paging = !o->no_paging;
