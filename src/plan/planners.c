@@ -58,12 +58,6 @@ static poet_status plan_portfolio(const poet_problem *p, const poet_plan_options
     return POET_OK;
 }
 
-static poet_status plan_milp(const poet_problem *p, const poet_plan_options *o, poet_plan_result *r, poet_err *err)
-{
-    milp_options mo = {!o->no_paging, !o->no_remat, NULL};
-    return milp_plan(p, &mo, o, r, err);
-}
-
 enum { POLISH_MAX_NODES = 64 };
 
 /* A schedule within this of a lower bound is optimal (the bounds keep 1e-7
@@ -78,6 +72,19 @@ static void certify(poet_plan_result *r, double energy, double bound)
     r->lower_bound_j = bound < energy ? bound : energy;
     if (energy <= r->lower_bound_j * (1 + OPTIMAL_GAP)) r->status = POET_PLAN_OPTIMAL;
     else if (r->status != POET_PLAN_OPTIMAL) r->status = POET_PLAN_FEASIBLE;
+}
+
+/* A schedule re-planned for a tighter budget so that placement fits is
+ * still optimal where it meets the bound of the budget asked for. */
+static poet_status plan_milp(const poet_problem *p, const poet_plan_options *o, poet_plan_result *r, poet_err *err)
+{
+    milp_options mo = {!o->no_paging, !o->no_remat, NULL};
+    poet_status st = milp_plan(p, &mo, o, r, err);
+    poet_sim sim;
+    if (!st && r->status == POET_PLAN_FEASIBLE && isfinite(r->lower_bound_j) &&
+        !poet_simulate(p, &r->schedule, &sim, NULL, NULL))
+        certify(r, sim.energy_j, r->lower_bound_j);
+    return st;
 }
 
 /* Seconds of the limit held back for CBC's overruns and the final validation. */
