@@ -340,13 +340,13 @@ static const char PLAN_HELP[] =
     "  --time-limit S    wall-clock limit of the planner (fast: 60 s, milp: 300 s)\n"
     "  --gap TOL         stop once the certified gap is at most TOL (0.1% by\n"
     "                    default; 0 asks for a proof of optimality)\n"
-    "No schedule (an infeasible budget, with the smallest that would work, or\n"
-    "none found in time) is reported and exits with 3, or 0 with\n"
-    "--allow-infeasible.\n"
     "  --no-paging       remat only; --no-remat: paging only (fast, milp)\n"
     "  --threads N       solver threads; --deterministic: fixed seeds\n"
     "  --quiet           no progress line on stderr\n"
-    "  --write-mps FILE  milp: write the model (FILE.mps) for other solvers\n";
+    "  --write-mps FILE  milp: write the model (FILE.mps) for other solvers\n"
+    "No schedule (an infeasible budget, with the smallest that would work, or\n"
+    "none found in time) is reported and exits with 3, or 0 with\n"
+    "--allow-infeasible.\n";
 
 static int cmd_plan(int argc, char **argv)
 {

@@ -1012,7 +1012,6 @@ double milp_cover_bound(const poet_problem *p, const milp_options *mo, double se
     return bound;
 }
 
-
 /* Solved, but placement needs more than the budget: solve against budgets
  * reduced by the excess (the first solve's bound still holds for the budget
  * asked for); failing that, the best baseline. Never reports a tighter

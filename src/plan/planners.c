@@ -87,6 +87,9 @@ static poet_status plan_milp(const poet_problem *p, const poet_plan_options *o, 
     return st;
 }
 
+/* fast's time limit: the caller's, or 60 s. */
+static double fast_limit(const poet_plan_options *o) { return o->time_limit_s > 0 ? o->time_limit_s : 60; }
+
 /* Seconds of the limit held back for CBC's overruns and the final validation. */
 static double fast_reserve(double limit) { return 0.03 * limit + 0.3; }
 
@@ -96,8 +99,7 @@ static double fast_reserve(double limit) { return 0.03 * limit + 0.3; }
 static poet_status polish(const poet_problem *p, const poet_plan_options *o, double started, double energy,
                           poet_plan_result *r, poet_err *err)
 {
-    double limit = o->time_limit_s > 0 ? o->time_limit_s : 60;
-    double left = limit - fast_reserve(limit) - (plan_wall_s() - started);
+    double limit = fast_limit(o), left = limit - fast_reserve(limit) - (plan_wall_s() - started);
     if (r->status == POET_PLAN_OPTIMAL || p->T > POLISH_MAX_NODES || left < 1) return POET_OK;
     if (energy <= r->lower_bound_j * (1 + plan_gap(o))) return POET_OK;
     poet_plan_options again = *o;
@@ -151,7 +153,7 @@ static void keep_cheaper(const poet_problem *p, poet_schedule *cand, double at, 
  * (large graphs) or over the whole (small ones), while the gap stays open. */
 static poet_status plan_fast(const poet_problem *p, const poet_plan_options *o, poet_plan_result *r, poet_err *err)
 {
-    double started = plan_wall_s(), limit = o->time_limit_s > 0 ? o->time_limit_s : 60;
+    double started = plan_wall_s(), limit = fast_limit(o);
     double reserve = fast_reserve(limit);
     /* a schedule within this factor of the bound is good enough */
     double enough = 1 + (plan_gap(o) > OPTIMAL_GAP ? plan_gap(o) : OPTIMAL_GAP);
