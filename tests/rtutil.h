@@ -75,5 +75,26 @@ static inline void rt_batch(const poet_graph *g, uint64_t seed, float *x, int32_
     for (uint64_t i = 0; i < n; i++) x[i] = rt_uniform(&s);
     for (int64_t r = 0; r < logits->shape.dim[0]; r++) y[r] = (int32_t)((s = s * 6364136223846793005ull + 1) >> 33) % (int32_t)logits->shape.dim[1];
 }
+/* A tiny synthetic data set in the shape of the digits. */
+static inline void rt_fake_digits(poet_dataset *d, int n_train, int n_test)
+{
+    memset(d, 0, sizeof *d);
+    snprintf(d->name, sizeof d->name, "synthetic");
+    d->channels = 1, d->height = 8, d->width = 8, d->classes = 10;
+    d->n_train = n_train, d->n_test = n_test;
+    d->train_x = malloc((size_t)n_train * 64 * sizeof(float));
+    d->test_x = malloc((size_t)n_test * 64 * sizeof(float));
+    d->train_y = malloc((size_t)n_train * sizeof(int32_t));
+    d->test_y = malloc((size_t)n_test * sizeof(int32_t));
+    uint64_t s = 5;
+    for (int i = 0; i < n_train; i++) {
+        d->train_y[i] = i % 10;
+        for (int k = 0; k < 64; k++) d->train_x[i * 64 + k] = rt_uniform(&s) + (k % 10 == i % 10);
+    }
+    for (int i = 0; i < n_test; i++) {
+        d->test_y[i] = i % 10;
+        for (int k = 0; k < 64; k++) d->test_x[i * 64 + k] = rt_uniform(&s) + (k % 10 == i % 10);
+    }
+}
 
 #endif

@@ -162,28 +162,6 @@ static void test_storage_faults(void)
     poet_graph_free(&g);
 }
 
-/* A tiny synthetic data set in the shape of the digits. */
-static void fake_digits(poet_dataset *d, int n_train, int n_test)
-{
-    memset(d, 0, sizeof *d);
-    snprintf(d->name, sizeof d->name, "synthetic");
-    d->channels = 1, d->height = 8, d->width = 8, d->classes = 10;
-    d->n_train = n_train, d->n_test = n_test;
-    d->train_x = malloc((size_t)n_train * 64 * sizeof(float));
-    d->test_x = malloc((size_t)n_test * 64 * sizeof(float));
-    d->train_y = malloc((size_t)n_train * sizeof(int32_t));
-    d->test_y = malloc((size_t)n_test * sizeof(int32_t));
-    uint64_t s = 5;
-    for (int i = 0; i < n_train; i++) {
-        d->train_y[i] = i % 10;
-        for (int k = 0; k < 64; k++) d->train_x[i * 64 + k] = rt_uniform(&s) + (k % 10 == i % 10);
-    }
-    for (int i = 0; i < n_test; i++) {
-        d->test_y[i] = i % 10;
-        for (int k = 0; k < 64; k++) d->test_x[i * 64 + k] = rt_uniform(&s) + (k % 10 == i % 10);
-    }
-}
-
 static void train_run(const poet_graph *g, const poet_dataset *d, const char *ckpt, long steps, bool resume,
                       poet_storage *storage, poet_status *st, char sha[65], poet_err *err)
 {
@@ -206,7 +184,7 @@ static void test_checkpoints(void)
     poet_err err = {0};
     CHECK(!poet_zoo_build("cnn_digits", BATCH, &g, &err));
     poet_dataset d;
-    fake_digits(&d, 80, 16); /* 10 batches an epoch */
+    rt_fake_digits(&d, 80, 16); /* 10 batches an epoch */
     char dir[] = "/tmp/poet-ckpt-XXXXXX", path[64];
     CHECK(mkdtemp(dir) != NULL);
     snprintf(path, sizeof path, "%s/c.poet", dir);

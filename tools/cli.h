@@ -72,5 +72,6 @@ int cmd_sweep(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_emulate(int argc, char **argv);
+int cmd_update(int argc, char **argv);
 
 #endif

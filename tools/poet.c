@@ -661,6 +661,7 @@ static const command COMMANDS[] = {
     {"import", cmd_import, "read an ONNX model with its weights and report its training graph"},
     {"export", cmd_export, "write the device image a microcontroller trains from"},
     {"emulate", cmd_emulate, "train on an emulated Cortex-M4F board (QEMU) and compare with the host"},
+    {"update", cmd_update, "keep deployed devices current by sending a few percent of the weights (partial updating)"},
 };
 
 static void print_help(FILE *f)

@@ -144,6 +144,51 @@ float *poet_dev_buffers(poet_dev *d, int node, uint64_t *count);
 uint64_t poet_dev_seed(const poet_dev *d);
 uint32_t poet_dev_graph_hash(const poet_dev *d);
 
+/* ---- partial training and partial updates (docs/update.md) ---- */
+
+/* Trains only the parameters whose bit is set: bit i (byte i / 8, least
+ * significant bit first) of mask stands for float i of poet_dev_weights.
+ * The others, and their optimizer state, do not change in a step. The mask
+ * is borrowed and must stay readable; NULL: every parameter trains. */
+void poet_dev_set_train_mask(poet_dev *d, const uint8_t *mask);
+
+/* The weights a partial update chooses among: those of convolutions and
+ * linear layers, not their biases nor any other parameter (a patch sends
+ * those in full). Sets is_weight[i] to 1 or 0 for each float of
+ * poet_dev_weights (is_weight may be NULL); returns how many are weights. */
+uint64_t poet_dev_update_weights(const poet_dev *d, uint8_t *is_weight);
+
+/* What a patch says of itself (docs/formats.md, "Patches"). */
+typedef enum poet_patch_rest {
+    POET_PATCH_REST_BASE = 0, /* weights the patch does not set keep their value */
+    POET_PATCH_REST_INIT = 1, /* ... are re-initialized from the patch's seed */
+    POET_PATCH_REST_ZERO = 2  /* ... become zero (a pruned model) */
+} poet_patch_rest;
+
+typedef struct poet_dev_patch_info {
+    uint32_t version, round;
+    poet_patch_rest rest;
+    uint64_t seed;      /* POET_PATCH_REST_INIT */
+    uint64_t weights;   /* what the patch chooses among (poet_dev_update_weights) */
+    uint64_t changed;   /* of them, the ones it sets */
+    uint64_t dense;     /* other parameters, all sent */
+    uint64_t state;     /* batch norm statistics and constants, all sent */
+    bool bitmap;        /* positions as a bitmap, not an index list */
+} poet_dev_patch_info;
+
+/* Checks a patch against this device's model without changing anything:
+ * its CRC-32 and fields, that it was made for this graph and for the
+ * weights the device holds now (SHA-256), and that applying it gives the
+ * weights it promises (SHA-256 again, computed one weight at a time, with
+ * no copy of the model). */
+poet_status poet_dev_patch_check(const poet_dev *d, const void *patch, size_t len, poet_dev_patch_info *info,
+                                 poet_err *err);
+
+/* Checks the patch as above, then applies it in place. A patch that fails
+ * any check is refused and changes nothing. The optimizer state is zeroed
+ * (it belonged to the old weights). */
+poet_status poet_dev_patch_apply(poet_dev *d, const void *patch, size_t len, poet_err *err);
+
 #ifdef __cplusplus
 }
 #endif

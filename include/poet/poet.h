@@ -10,6 +10,7 @@
 #include "poet/runtime.h"
 #include "poet/file.h"
 #include "poet/onnx.h"
+#include "poet/update.h"
 
 #define POET_VERSION "0.1.0"
 

@@ -220,6 +220,12 @@ typedef struct poet_train_report {
  * takes entries [j * rows, (j + 1) * rows) of epoch k / B's order, j = k % B. */
 void poet_train_order(uint64_t seed, long epoch, int n, int *order);
 
+/* Mean loss and accuracy of e in inference mode over n examples: xs holds
+ * one input per example (the model's input floats each) and ys one label;
+ * idx picks the examples (NULL: the first n). */
+poet_status poet_evaluate(poet_engine *e, const float *xs, const int32_t *ys, const int *idx, int n, double *loss,
+                          double *accuracy, poet_err *err);
+
 /* Trains e on d: shuffles each epoch from (engine seed, epoch), drops the last
  * partial batch, evaluates on the whole test set after each epoch (and at
  * the end), writes checkpoints atomically. */

@@ -6,27 +6,12 @@
 
 #include <string.h>
 
+#include "dev.h"
 #include "hash.h"
 #include "image.h"
 #include "kernels.h"
 #include "mathf.h"
 #include "../graph/ops.h"
-
-struct poet_dev {
-    const uint8_t *image;
-    const img_header *h;
-    const knode *nodes;
-    const uint64_t *slots;
-    const poet_dev_storage *storage;
-    double (*clock)(void);
-    unsigned char *arena;
-    float *params, *grads, *opt_m, *opt_v, *state, *state_next, *batch_x, *work;
-    int32_t *labels;
-    int32_t *live;  /* node -> buffer in RAM, or -1 */
-    long *pending;  /* buffer -> ticket of its page-out, or -1 */
-    uint64_t step;
-    poet_dev_stats stats;
-};
 
 enum { ALIGN = 8 };
 
@@ -472,11 +457,14 @@ static double pow_uint(double b, uint64_t e)
     return r;
 }
 
+/* Parameters outside the train mask keep their value and their optimizer
+ * state. */
 static void optimizer_update(poet_dev *d)
 {
     const img_header *h = d->h;
     float c1 = (float)(1.0 - pow_uint(h->beta1, d->step + 1)), c2 = (float)(1.0 - pow_uint(h->beta2, d->step + 1));
     for (uint64_t i = 0; i < h->n_params; i++) {
+        if (d->train_mask && !(d->train_mask[i / 8] >> (i % 8) & 1)) continue;
         float g = d->grads[i] + h->weight_decay * d->params[i];
         if (h->optimizer == KOPT_SGD) {
             d->opt_m[i] = h->momentum * d->opt_m[i] + g;
@@ -585,6 +573,8 @@ const float *poet_dev_state(const poet_dev *d, uint64_t *count)
     *count = d->h->n_state;
     return d->state;
 }
+
+void poet_dev_set_train_mask(poet_dev *d, const uint8_t *mask) { d->train_mask = mask; }
 
 const poet_dev_stats *poet_dev_get_stats(const poet_dev *d) { return &d->stats; }
 const void *poet_dev_arena(const poet_dev *d) { return d->arena; }

@@ -1,6 +1,8 @@
 /* SHA-256 and CRC-32 (see hash.h). */
 #include "hash.h"
 
+#include <string.h>
+
 static const uint32_t K[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
     0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
@@ -10,12 +12,6 @@ static const uint32_t K[64] = {
     0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
     0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
     0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
-
-typedef struct sha256_ctx {
-    uint32_t h[8];
-    uint64_t bytes;
-    uint8_t block[64];
-} sha256_ctx;
 
 static uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
 
@@ -41,7 +37,7 @@ static void compress(uint32_t h[8], const uint8_t b[64])
     for (int i = 0; i < 8; i++) h[i] += s[i];
 }
 
-static void sha256_init(sha256_ctx *c)
+void sha256_init(sha256_ctx *c)
 {
     static const uint32_t H0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                                    0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
@@ -49,7 +45,7 @@ static void sha256_init(sha256_ctx *c)
     c->bytes = 0;
 }
 
-static void sha256_update(sha256_ctx *c, const void *data, size_t len)
+void sha256_update(sha256_ctx *c, const void *data, size_t len)
 {
     const uint8_t *p = data;
     for (size_t i = 0; i < len; i++) {
@@ -58,7 +54,7 @@ static void sha256_update(sha256_ctx *c, const void *data, size_t len)
     }
 }
 
-static void sha256_final_hex(sha256_ctx *c, char hex[65])
+void sha256_final(sha256_ctx *c, uint8_t digest[32])
 {
     uint64_t bits = c->bytes * 8;
     uint8_t pad = 0x80;
@@ -69,21 +65,33 @@ static void sha256_final_hex(sha256_ctx *c, char hex[65])
         uint8_t b = (uint8_t)(bits >> (8 * i));
         sha256_update(c, &b, 1);
     }
-    static const char digits[] = "0123456789abcdef";
-    for (int i = 0; i < 32; i++) {
-        uint8_t b = (uint8_t)(c->h[i / 4] >> (24 - 8 * (i % 4)));
-        hex[2 * i] = digits[b >> 4];
-        hex[2 * i + 1] = digits[b & 15];
+    for (int i = 0; i < 32; i++) digest[i] = (uint8_t)(c->h[i / 4] >> (24 - 8 * (i % 4)));
+}
+
+void sha256_update_floats(sha256_ctx *c, const float *f, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        uint8_t le[4];
+        uint32_t u;
+        memcpy(&u, &f[i], 4);
+        le_put(le, u, 4);
+        sha256_update(c, le, 4);
     }
-    hex[64] = 0;
 }
 
 void sha256_hex(const void *data, size_t len, char hex[65])
 {
     sha256_ctx c;
+    uint8_t digest[32];
     sha256_init(&c);
     sha256_update(&c, data, len);
-    sha256_final_hex(&c, hex);
+    sha256_final(&c, digest);
+    static const char digits[] = "0123456789abcdef";
+    for (int i = 0; i < 32; i++) {
+        hex[2 * i] = digits[digest[i] >> 4];
+        hex[2 * i + 1] = digits[digest[i] & 15];
+    }
+    hex[64] = 0;
 }
 
 uint32_t crc32_update(uint32_t crc, const void *data, size_t len)

@@ -10,6 +10,19 @@
 /* The SHA-256 of data as 64 lowercase hex digits and a NUL. */
 void sha256_hex(const void *data, size_t len, char hex[65]);
 
+/* ... and of data that arrives in pieces (a patch's weights, computed one
+ * at a time). */
+typedef struct sha256_ctx {
+    uint32_t h[8];
+    uint64_t bytes;
+    uint8_t block[64];
+} sha256_ctx;
+void sha256_init(sha256_ctx *c);
+void sha256_update(sha256_ctx *c, const void *data, size_t len);
+void sha256_final(sha256_ctx *c, uint8_t digest[32]);
+/* Floats as little-endian bytes, whatever the platform's order. */
+void sha256_update_floats(sha256_ctx *c, const float *f, uint64_t n);
+
 /* crc = crc32_update(0, data, len) equals zlib's crc32(0, data, len). */
 uint32_t crc32_update(uint32_t crc, const void *data, size_t len);
 

@@ -88,6 +88,30 @@ typedef struct img_header {
     char model[32], planner[32];
 } img_header;
 
+/* Of a node's parameters, the convolution or linear weights, which come
+ * before its bias: what a partial update chooses among. 0 for other ops. */
+static inline uint64_t knode_weights(const knode *n)
+{
+    uint64_t bias = n->attrs.flags & POET_ATTR_NO_BIAS ? 0 : 1;
+    if (n->op == POET_OP_CONV2D) return n->params - bias * (uint64_t)n->dim[1];
+    if (n->op == POET_OP_LINEAR) return n->params - bias * (uint64_t)n->dim[n->ndim - 1];
+    return 0;
+}
+
+/* The fan-in of a convolution or linear node (PyTorch's initialization
+ * bound is its inverse square root); 1 for other ops. */
+static inline uint64_t knode_fan_in(const knode *nodes, const knode *n)
+{
+    const knode *x = n->n_inputs ? &nodes[n->inputs[0]] : NULL;
+    if (n->op == POET_OP_CONV2D) return (uint64_t)(x->dim[1] / n->attrs.groups) * (uint64_t)n->attrs.kh * (uint64_t)n->attrs.kw;
+    if (n->op == POET_OP_LINEAR) return (uint64_t)x->dim[x->ndim - 1];
+    return 1;
+}
+
+/* 1/sqrt(fan_in) in double: the host's (src/runtime/image_write.c), since
+ * it needs libm's square root. */
+double image_init_bound(const knode *nodes, int v);
+
 /* Fixed layouts: the same bytes on every platform poet builds for. */
 _Static_assert(sizeof(knode) == 220, "knode layout");
 _Static_assert(sizeof(poet_attrs) == 140, "poet_attrs: 4-byte fields only");

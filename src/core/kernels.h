@@ -52,4 +52,18 @@ static inline uint64_t rt_mix64(uint64_t z)
     return z ^ (z >> 31);
 }
 
+/* PyTorch's default initialization, U(-bound, bound) with bound =
+ * 1/sqrt(fan_in), as a stream: node v's parameters take the successive
+ * values of kernel_init_next from kernel_init_stream(seed, v). The host
+ * computes the bound (a square root in double, which a device without a
+ * double FPU would need libm for); a device that re-creates weights from a
+ * seed is handed it (a patch carries it). */
+static inline uint64_t kernel_init_stream(uint64_t seed, int v) { return rt_mix64(seed ^ rt_mix64((uint64_t)v + 1)); }
+
+static inline float kernel_init_next(uint64_t *rng, double bound)
+{
+    *rng = rt_mix64(*rng);
+    return (float)(bound * (2.0 * (double)(*rng >> 11) / 9007199254740992.0 - 1.0));
+}
+
 #endif

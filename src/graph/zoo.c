@@ -212,6 +212,14 @@ static int build_mlp_digits(poet_graph *g)
     return loss(g, linear(g, x, 10));
 }
 
+/* Deep Partial Updating's MLP: 84480 weights, 522 biases. */
+static int build_mlp_digits_wide(poet_graph *g)
+{
+    int x = relu(g, linear(g, input2(g, g->batch, 64), 256));
+    x = relu(g, linear(g, x, 256));
+    return loss(g, linear(g, x, 10));
+}
+
 /* Two conv-bn-relu pairs per resolution, so that training needs several
  * times the memory of its largest layer: a model where a tight budget bites. */
 static int build_cnn_digits(poet_graph *g)
@@ -278,6 +286,8 @@ static const zoo_entry ZOO[] = {
     {{"bert", "BERT-base: 12 encoder blocks, seq 512, hidden 768, 12 heads", NULL, 1, false, true}, build_bert},
     {{"transformer", "one BERT-base encoder block", NULL, 1, false, true}, build_transformer},
     {{"mlp_digits", "MLP 64-32-10 for the 8x8 digits", "digits", 32, true, false}, build_mlp_digits},
+    {{"mlp_digits_wide", "MLP 64-256-256-10 for the 8x8 digits (partial updating's)", "digits", 32, true, false},
+     build_mlp_digits_wide},
     {{"cnn_digits", "CNN (4 conv+bn+relu, 1 pool, 1 linear) for the 8x8 digits", "digits", 32, true, false}, build_cnn_digits},
     {{"mlp_fashion", "MLP 784-128-10 for Fashion-MNIST", "fashion-mnist", 32, true, false}, build_mlp_fashion},
     {{"cnn_fashion", "CNN (2 conv+bn+pool, 2 linear) for Fashion-MNIST", "fashion-mnist", 32, true, false},

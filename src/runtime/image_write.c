@@ -76,6 +76,8 @@ static void to_knodes(const poet_graph *g, knode *k, uint64_t *n_params, uint64_
     *n_params = np, *n_state = ns;
 }
 
+double image_init_bound(const knode *nodes, int v) { return 1.0 / sqrt((double)knode_fan_in(nodes, &nodes[v])); }
+
 /* PyTorch's defaults: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and
  * biases; gamma 1, beta 0; running mean 0, variance 1. */
 static void init_params(const poet_graph *g, const knode *k, uint64_t seed, float *params, float *state)
@@ -89,17 +91,9 @@ static void init_params(const poet_graph *g, const knode *k, uint64_t seed, floa
             for (uint64_t i = 0; i < n->buffers / 2; i++) s[i] = 0.0f, s[n->buffers / 2 + i] = 1.0f;
             continue;
         }
-        const poet_node *x = n->n_inputs ? &g->nodes[n->inputs[0]] : NULL;
-        const poet_attrs *a = &n->attrs;
-        double fan_in = n->op == POET_OP_CONV2D ? (double)(x->shape.dim[1] / a->groups) * a->kh * a->kw
-                        : n->op == POET_OP_LINEAR ? (double)x->shape.dim[x->shape.ndim - 1]
-                                                  : 1.0;
-        double bound = 1.0 / sqrt(fan_in);
-        uint64_t rng = rt_mix64(seed ^ rt_mix64((uint64_t)v + 1));
-        for (uint64_t i = 0; i < n->params; i++) {
-            rng = rt_mix64(rng);
-            w[i] = (float)(bound * (2.0 * (double)(rng >> 11) / 9007199254740992.0 - 1.0));
-        }
+        double bound = image_init_bound(k, v);
+        uint64_t rng = kernel_init_stream(seed, v);
+        for (uint64_t i = 0; i < n->params; i++) w[i] = kernel_init_next(&rng, bound);
     }
 }
 

@@ -47,34 +47,55 @@ void poet_train_order(uint64_t seed, long epoch, int n, int *order)
     }
 }
 
-static void gather(loop *l, const float *xs, const int32_t *ys, const int *idx)
+static void gather_rows(float *x, int32_t *y, int rows, uint64_t per, const float *xs, const int32_t *ys,
+                        const int *idx)
 {
-    for (int r = 0; r < l->rows; r++) {
-        memcpy(l->x + (size_t)r * l->per, xs + (size_t)idx[r] * l->per, (size_t)l->per * sizeof(float));
-        l->y[r] = ys[idx[r]];
+    for (int r = 0; r < rows; r++) {
+        memcpy(x + (size_t)r * per, xs + (size_t)idx[r] * per, (size_t)per * sizeof(float));
+        y[r] = ys[idx[r]];
     }
 }
 
-/* The whole test set; the last batch is padded with its first example. */
-static poet_status evaluate(loop *l, double *loss, double *accuracy, poet_err *err)
+static void gather(loop *l, const float *xs, const int32_t *ys, const int *idx)
 {
-    double s = 0, t0 = rt_now_s();
+    gather_rows(l->x, l->y, l->rows, l->per, xs, ys, idx);
+}
+
+/* The last batch is padded with its first example. */
+poet_status poet_evaluate(poet_engine *e, const float *xs, const int32_t *ys, const int *idx, int n, double *loss,
+                          double *accuracy, poet_err *err)
+{
+    int rows, classes;
+    uint64_t per;
+    poet_engine_batch_shape(e, &rows, &per, &classes);
+    int *pick = malloc((size_t)rows * sizeof *pick);
+    float *x = malloc((size_t)rows * (size_t)per * sizeof *x);
+    int32_t *y = malloc((size_t)rows * sizeof *y);
+    poet_status st = pick && x && y ? POET_OK : poet_fail(err, POET_ERR_NOMEM, "out of memory for a batch");
+    double s = 0;
     long ok = 0;
-    for (int at = 0; at < l->d->n_test; at += l->rows) {
-        int n = l->d->n_test - at < l->rows ? l->d->n_test - at : l->rows;
-        for (int r = 0; r < l->rows; r++) l->idx[r] = at + (r < n ? r : 0);
-        gather(l, l->d->test_x, l->d->test_y, l->idx);
+    for (int at = 0; !st && at < n; at += rows) {
+        int m = n - at < rows ? n - at : rows;
+        for (int r = 0; r < rows; r++) pick[r] = idx ? idx[at + (r < m ? r : 0)] : at + (r < m ? r : 0);
+        gather_rows(x, y, rows, per, xs, ys, pick);
         double bs;
         int c;
-        poet_status st = poet_engine_eval(l->e, l->x, l->y, n, &bs, &c, err);
-        if (st) return st;
+        st = poet_engine_eval(e, x, y, m, &bs, &c, err);
         s += bs;
         ok += c;
     }
-    *loss = s / l->d->n_test;
-    *accuracy = (double)ok / l->d->n_test;
+    free(pick), free(x), free(y);
+    *loss = n ? s / n : NAN;
+    *accuracy = n ? (double)ok / n : NAN;
+    return st;
+}
+
+static poet_status evaluate(loop *l, double *loss, double *accuracy, poet_err *err)
+{
+    double t0 = rt_now_s();
+    poet_status st = poet_evaluate(l->e, l->d->test_x, l->d->test_y, NULL, l->d->n_test, loss, accuracy, err);
     l->eval_s += rt_now_s() - t0;
-    return POET_OK;
+    return st;
 }
 
 static poet_status check_fit(loop *l, poet_err *err)

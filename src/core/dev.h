@@ -1,0 +1,27 @@
+/* Internal: the device library's state, shared by its files (device.c runs
+ * the image; update.c applies partial updates to it). Freestanding. */
+#ifndef POET_SRC_CORE_DEV_H
+#define POET_SRC_CORE_DEV_H
+
+#include "poet/device.h"
+
+#include "image.h"
+
+struct poet_dev {
+    const uint8_t *image;
+    const img_header *h;
+    const knode *nodes;
+    const uint64_t *slots;
+    const poet_dev_storage *storage;
+    double (*clock)(void);
+    unsigned char *arena;
+    float *params, *grads, *opt_m, *opt_v, *state, *state_next, *batch_x, *work;
+    int32_t *labels;
+    int32_t *live;  /* node -> buffer in RAM, or -1 */
+    long *pending;  /* buffer -> ticket of its page-out, or -1 */
+    const uint8_t *train_mask; /* bit i: parameter i trains; NULL: all do (borrowed) */
+    uint64_t step;
+    poet_dev_stats stats;
+};
+
+#endif

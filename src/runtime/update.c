@@ -1,0 +1,439 @@
+/* Deep partial updating, the server side (poet/update.h), and the patch
+ * writer. One engine trains every phase: loading a model into it (weights,
+ * buffers, zeroed optimizer state) is what "fresh optimizer state" means. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "poet/update.h"
+
+#include "../core/dev.h"
+#include "../core/hash.h"
+#include "../core/patch.h"
+#include "util.h"
+
+struct poet_update_server {
+    poet_update_options o;
+    poet_engine *e;
+    poet_dev *dev;
+    uint64_t P, I, S;    /* parameters, of them weights; buffers */
+    uint8_t *is_weight;  /* per parameter */
+    float *deployed, *deployed_state;
+    float *start, *start_state; /* what a round starts from: the deployed model or a fresh initialization */
+    float *best, *best_state, *local, *score, *before;
+    uint8_t *picked;     /* per weight */
+    uint8_t *mask;       /* per parameter, a bit each: what fine-tuning trains */
+    uint64_t *order;
+    uint8_t *state_image;
+    int round, reinit_at; /* examples at the last initialization */
+    int rows;
+    uint64_t per;
+    float *x;
+    int32_t *y;
+    int *idx, *perm;
+};
+
+static const char *const METHOD_NAMES[POET_UPDATE_METHODS] = {"full", "dpu", "gcpu", "rpu", "prune"};
+
+const char *poet_update_method_name(poet_update_method m)
+{
+    return m >= 0 && m < POET_UPDATE_METHODS ? METHOD_NAMES[m] : "?";
+}
+
+bool poet_update_method_parse(const char *name, poet_update_method *m)
+{
+    for (int i = 0; i < POET_UPDATE_METHODS; i++)
+        if (name && strcmp(name, METHOD_NAMES[i]) == 0) return *m = (poet_update_method)i, true;
+    return false;
+}
+
+/* ---- the model in the engine ---- */
+
+/* Weights and buffers in, optimizer state zeroed, step 0. */
+static poet_status load_model(poet_update_server *s, const float *w, const float *state, poet_err *err)
+{
+    size_t np = 4 * s->P, ns = 4 * s->S, len = poet_engine_state_bytes(s->e);
+    memset(s->state_image, 0, len);
+    memcpy(s->state_image, w, np);
+    memcpy(s->state_image + 3 * np, state, ns);
+    return poet_engine_state_load(s->e, s->state_image, len, err);
+}
+
+static void save_model(const poet_update_server *s, float *w, float *state)
+{
+    uint64_t n;
+    memcpy(w, poet_dev_weights(s->dev, &n), 4 * s->P);
+    memcpy(state, poet_dev_state(s->dev, &n), 4 * s->S);
+}
+
+/* Validation loss and accuracy of a model. */
+static poet_status validate(poet_update_server *s, const float *w, const float *state, const poet_dataset *d,
+                            const int *idx, int n, double *loss, double *acc, poet_err *err)
+{
+    poet_status st = load_model(s, w, state, err);
+    return st ? st : poet_evaluate(s->e, d->train_x, d->train_y, idx, n, loss, acc, err);
+}
+
+/* ---- set-up ---- */
+
+poet_status poet_update_server_new(poet_update_server **out, const poet_engine_config *cfg,
+                                   const poet_update_options *o, poet_err *err)
+{
+    *out = NULL;
+    if (!(o->k > 0 && o->k <= 1)) return poet_fail(err, POET_ERR_INVALID, "update: k must be in (0, 1], got %g", o->k);
+    if (o->epochs < 1) return poet_fail(err, POET_ERR_INVALID, "update: epochs must be at least 1");
+    if (o->method < 0 || o->method >= POET_UPDATE_METHODS) return poet_fail(err, POET_ERR_INVALID, "update: unknown method");
+    poet_update_server *s = calloc(1, sizeof *s);
+    if (!s) return poet_fail(err, POET_ERR_NOMEM, "out of memory");
+    s->o = *o;
+    poet_status st = poet_engine_init(&s->e, cfg, err);
+    if (st) {
+        free(s);
+        return st;
+    }
+    s->dev = poet_engine_device(s->e);
+    int classes;
+    poet_engine_batch_shape(s->e, &s->rows, &s->per, &classes);
+    poet_dev_weights(s->dev, &s->P);
+    poet_dev_state(s->dev, &s->S);
+    uint64_t P = s->P, S = s->S + 1;
+    s->is_weight = malloc(P);
+    s->I = poet_dev_update_weights(s->dev, s->is_weight);
+    s->deployed = malloc(4 * P), s->start = malloc(4 * P), s->best = malloc(4 * P);
+    s->deployed_state = malloc(4 * S), s->start_state = malloc(4 * S), s->best_state = malloc(4 * S);
+    s->local = malloc(4 * P), s->score = malloc(4 * P), s->before = malloc(4 * P);
+    s->picked = malloc(s->I + 1), s->mask = malloc(P / 8 + 1), s->order = malloc(8 * (s->I + 1));
+    s->state_image = malloc(poet_engine_state_bytes(s->e));
+    s->x = malloc(4 * (size_t)s->rows * s->per), s->y = malloc(4 * (size_t)s->rows), s->idx = malloc(4 * (size_t)s->rows);
+    if (!s->is_weight || !s->deployed || !s->start || !s->best || !s->deployed_state || !s->start_state ||
+        !s->best_state || !s->local || !s->score || !s->before || !s->picked || !s->mask || !s->order ||
+        !s->state_image || !s->x || !s->y || !s->idx) {
+        poet_update_server_free(s);
+        return poet_fail(err, POET_ERR_NOMEM, "out of memory for the update server");
+    }
+    if (!s->I) {
+        poet_update_server_free(s);
+        return poet_fail(err, POET_ERR_INVALID, "update: the model has no convolution or linear weights to choose among");
+    }
+    save_model(s, s->deployed, s->deployed_state);
+    *out = s;
+    return POET_OK;
+}
+
+void poet_update_server_free(poet_update_server *s)
+{
+    if (!s) return;
+    poet_engine_free(s->e);
+    free(s->is_weight), free(s->deployed), free(s->start), free(s->best), free(s->deployed_state);
+    free(s->start_state), free(s->best_state), free(s->local), free(s->score), free(s->before), free(s->picked);
+    free(s->mask), free(s->order), free(s->state_image), free(s->x), free(s->y), free(s->idx), free(s->perm);
+    free(s);
+}
+
+const float *poet_update_deployed(const poet_update_server *s, uint64_t *count)
+{
+    *count = s->P;
+    return s->deployed;
+}
+
+const float *poet_update_deployed_state(const poet_update_server *s, uint64_t *count)
+{
+    *count = s->S;
+    return s->deployed_state;
+}
+
+const uint8_t *poet_update_image(const poet_update_server *s, size_t *len) { return poet_engine_image(s->e, len); }
+
+poet_status poet_update_accuracy(poet_update_server *s, const float *x, const int32_t *y, const int *idx, int n,
+                                 double *accuracy, poet_err *err)
+{
+    double loss;
+    poet_status st = load_model(s, s->deployed, s->deployed_state, err);
+    return st ? st : poet_evaluate(s->e, x, y, idx, n, &loss, accuracy, err);
+}
+
+/* ---- training phases ---- */
+
+static uint64_t round_seed(const poet_update_server *s, uint64_t what)
+{
+    return rt_mix64(s->o.seed ^ rt_mix64((uint64_t)s->round * 8 + what));
+}
+
+/* Epochs over train[0..n) from the model in the engine. With local, adds
+ * each step's -(step applied) * (gradient) to it; with val, keeps in
+ * best/best_state the model of the least validation loss (the starting one
+ * included), and leaves the engine at the last. */
+static poet_status train_epochs(poet_update_server *s, const poet_dataset *d, const int *train, int n, const int *val,
+                                int n_val, uint64_t seed, float *local, poet_err *err)
+{
+    poet_status st = POET_OK;
+    uint64_t count;
+    double best = 0, acc;
+    if (val) {
+        save_model(s, s->best, s->best_state);
+        if ((st = poet_evaluate(s->e, d->train_x, d->train_y, val, n_val, &best, &acc, err))) return st;
+    }
+    for (int ep = 0; ep < s->o.epochs && !st; ep++) {
+        poet_train_order(seed, ep, n, s->perm);
+        for (int b = 0; b + s->rows <= n && !st; b += s->rows) {
+            for (int r = 0; r < s->rows; r++) s->idx[r] = train[s->perm[b + r]];
+            for (int r = 0; r < s->rows; r++) {
+                memcpy(s->x + (size_t)r * s->per, d->train_x + (size_t)s->idx[r] * s->per, 4 * s->per);
+                s->y[r] = d->train_y[s->idx[r]];
+            }
+            if (local) memcpy(s->before, poet_dev_weights(s->dev, &count), 4 * s->P);
+            double loss;
+            if ((st = poet_engine_step(s->e, s->x, s->y, &loss, err))) break;
+            if (local) {
+                const float *w = poet_dev_weights(s->dev, &count), *g = poet_dev_gradients(s->dev, &count);
+                for (uint64_t i = 0; i < s->P; i++) local[i] += -(w[i] - s->before[i]) * g[i];
+            }
+        }
+        if (!st && val) {
+            double loss;
+            st = poet_evaluate(s->e, d->train_x, d->train_y, val, n_val, &loss, &acc, err);
+            if (!st && loss < best) best = loss, save_model(s, s->best, s->best_state);
+        }
+    }
+    return st;
+}
+
+/* ---- which weights ---- */
+
+static const float *sort_key;
+
+static int by_score(const void *a, const void *b)
+{
+    uint64_t i = *(const uint64_t *)a, j = *(const uint64_t *)b;
+    float x = sort_key[i], y = sort_key[j];
+    return x > y ? -1 : x < y ? 1 : (i > j) - (i < j); /* ties: the lower index first */
+}
+
+/* Scores per weight (in the weights' own index space) into s->score. */
+static void score_weights(poet_update_server *s, const float *final)
+{
+    poet_dev *d = s->dev;
+    uint64_t w = 0;
+    double gsum = 0, lsum = 0;
+    for (uint64_t i = 0; i < s->P; i++)
+        if (s->is_weight[i]) {
+            double g = (double)final[i] - s->start[i];
+            gsum += g * g, lsum += fabs((double)s->local[i]);
+        }
+    for (uint32_t v = 0; v < d->h->n_forward; v++) {
+        const knode *k = &d->nodes[v];
+        uint64_t nw = knode_weights(k);
+        if (!nw) continue;
+        for (uint64_t j = 0; j < nw; j++) {
+            uint64_t i = k->param_at + j;
+            double g = (double)final[i] - s->start[i], G = gsum > 0 ? g * g / gsum : 0, L = lsum > 0 ? s->local[i] / lsum : 0;
+            double m = s->o.method == POET_UPDATE_DPU      ? 0.5 * G + 0.5 * L
+                       : s->o.method == POET_UPDATE_GLOBAL ? G
+                       : s->o.method == POET_UPDATE_PRUNE  ? fabs((double)final[i])
+                                                           : 1.0; /* FULL picks all */
+            s->score[w++] = (float)m;
+        }
+    }
+}
+
+/* Picks k*I weights into s->picked. */
+static uint64_t pick(poet_update_server *s, const float *final)
+{
+    uint64_t I = s->I, n = s->o.method == POET_UPDATE_FULL ? I : (uint64_t)llround(s->o.k * (double)I);
+    if (n < 1) n = 1;
+    if (n > I) n = I;
+    memset(s->picked, 0, I);
+    for (uint64_t i = 0; i < I; i++) s->order[i] = i;
+    if (s->o.method == POET_UPDATE_RANDOM) { /* the first n of a seeded shuffle */
+        uint64_t r = round_seed(s, 3);
+        for (uint64_t i = 0; i < n; i++) {
+            r = rt_mix64(r);
+            uint64_t j = i + r % (I - i), t = s->order[i];
+            s->order[i] = s->order[j], s->order[j] = t;
+        }
+    } else {
+        score_weights(s, final);
+        sort_key = s->score;
+        qsort(s->order, I, sizeof *s->order, by_score);
+    }
+    for (uint64_t i = 0; i < n; i++) s->picked[s->order[i]] = 1;
+    return n;
+}
+
+/* Unpicked weights go back to the round's start (zero when pruning); the
+ * fine-tuning mask: picked weights and every parameter that is not a weight. */
+static void rewind_unpicked(poet_update_server *s, float *w)
+{
+    memset(s->mask, 0, s->P / 8 + 1);
+    for (uint64_t i = 0, k = 0; i < s->P; i++) {
+        bool train = !s->is_weight[i] || s->picked[k];
+        if (s->is_weight[i] && !s->picked[k++]) w[i] = s->o.method == POET_UPDATE_PRUNE ? 0.0f : s->start[i];
+        if (train) s->mask[i / 8] |= (uint8_t)(1u << (i % 8));
+    }
+}
+
+/* ---- a round ---- */
+
+static poet_status start_round(poet_update_server *s, int n_train, poet_update_report *r, poet_err *err)
+{
+    r->reinit = s->round > 1 && s->o.reinit && n_train > 2 * s->reinit_at;
+    if (s->round == 1 || r->reinit) s->reinit_at = n_train;
+    if (!r->reinit) {
+        memcpy(s->start, s->deployed, 4 * s->P), memcpy(s->start_state, s->deployed_state, 4 * s->S);
+        return POET_OK;
+    }
+    /* a fresh initialization: what a device makes of the seed */
+    poet_dev *d = s->dev;
+    for (uint32_t v = 0; v < d->h->n_forward; v++) {
+        const knode *k = &d->nodes[v];
+        uint64_t nw = knode_weights(k), rng = kernel_init_stream(round_seed(s, 1), (int)v);
+        double bound = nw ? image_init_bound(d->nodes, (int)v) : 0;
+        for (uint64_t i = 0; i < k->params; i++)
+            s->start[k->param_at + i] = i < nw ? kernel_init_next(&rng, bound) : s->deployed[k->param_at + i];
+    }
+    memcpy(s->start_state, s->deployed_state, 4 * s->S);
+    (void)err;
+    return POET_OK;
+}
+
+static poet_status send(poet_update_server *s, const float *w, const float *state, poet_update_report *r,
+                        uint8_t **patch, size_t *len, poet_err *err)
+{
+    poet_patch_spec spec = {.round = (uint32_t)s->round,
+                            .rest = s->o.method == POET_UPDATE_PRUNE ? POET_PATCH_REST_ZERO
+                                    : r->reinit                         ? POET_PATCH_REST_INIT
+                                                                        : POET_PATCH_REST_BASE,
+                            .seed = r->reinit ? round_seed(s, 1) : 0,
+                            .base = s->deployed,
+                            .weights = w,
+                            .changed = s->picked,
+                            .state = state};
+    poet_status st = poet_patch_make(s->dev, &spec, patch, len, err);
+    if (st) return st;
+    memcpy(s->deployed, w, 4 * s->P), memcpy(s->deployed_state, state, 4 * s->S);
+    r->sent = true;
+    r->patch_bytes = *len;
+    return POET_OK;
+}
+
+poet_status poet_update_round(poet_update_server *s, const poet_dataset *d, const int *train, int n_train,
+                              const int *val, int n_val, uint8_t **patch, size_t *patch_len, poet_update_report *r,
+                              poet_err *err)
+{
+    *patch = NULL, *patch_len = 0;
+    memset(r, 0, sizeof *r);
+    if (n_train < s->rows || n_val < 1)
+        return poet_fail(err, POET_ERR_INVALID, "update: a round needs at least a batch (%d) of training examples and "
+                                                "one validation example", s->rows);
+    free(s->perm);
+    if (!(s->perm = malloc(sizeof *s->perm * (size_t)n_train))) return poet_fail(err, POET_ERR_NOMEM, "out of memory");
+    r->round = ++s->round, r->examples = n_train, r->weights = s->I;
+    poet_update_method method = s->o.method;
+    if (s->round == 1) s->o.method = POET_UPDATE_FULL; /* the first model is deployed whole */
+    poet_status st = validate(s, s->deployed, s->deployed_state, d, val, n_val, &r->base_loss, &r->base_accuracy, err);
+    if (!st) st = start_round(s, n_train, r, err);
+    /* retrain everything, tracking each weight's contribution */
+    memset(s->local, 0, 4 * s->P);
+    if (!st) st = load_model(s, s->start, s->start_state, err);
+    if (!st) st = train_epochs(s, d, train, n_train, NULL, 0, round_seed(s, 2), s->local, err);
+    if (!st) {
+        save_model(s, s->best, s->best_state);
+        r->changed = pick(s, s->best);
+        rewind_unpicked(s, s->best);
+        st = validate(s, s->best, s->best_state, d, val, n_val, &r->rewound_loss, &r->rewound_accuracy, err);
+    }
+    /* the paper's test: a rewound model worse than the deployed one is not worth fine-tuning */
+    bool skip = !st && s->round > 1 && r->changed < s->I && !s->o.always_send &&
+                r->rewound_accuracy < r->base_accuracy;
+    if (!st && !skip) { /* fine-tune the picked weights alone, from fresh optimizer state */
+        poet_dev_set_train_mask(s->dev, s->mask);
+        st = train_epochs(s, d, train, n_train, val, n_val, round_seed(s, 4), NULL, err);
+        poet_dev_set_train_mask(s->dev, NULL);
+        if (!st) st = send(s, s->best, s->best_state, r, patch, patch_len, err);
+    }
+    s->o.method = method;
+    if (skip) r->changed = 0;
+    if (!st) st = validate(s, s->deployed, s->deployed_state, d, val, n_val, &r->loss, &r->accuracy, err);
+    return st;
+}
+
+/* ---- the patch writer ---- */
+
+static void put_f32(uint8_t *p, float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    le_put(p, u, 4);
+}
+
+/* SHA-256 of the weights, then of the buffers (a base: none). */
+static void digest_of(const float *w, uint64_t n, const float *state, uint64_t ns, uint8_t out[32])
+{
+    sha256_ctx h;
+    sha256_init(&h);
+    sha256_update_floats(&h, w, n);
+    sha256_update_floats(&h, state, ns);
+    sha256_final(&h, out);
+}
+
+poet_status poet_patch_make(const poet_dev *d, const poet_patch_spec *sp, uint8_t **out, size_t *len, poet_err *err)
+{
+    *out = NULL, *len = 0;
+    uint64_t P = d->h->n_params, S = d->h->n_state, I = poet_dev_update_weights(d, NULL), changed = 0;
+    for (uint64_t i = 0; i < I; i++) changed += sp->changed[i] != 0;
+    uint32_t layers = 0;
+    for (uint32_t v = 0; v < d->h->n_forward; v++) layers += knode_weights(&d->nodes[v]) > 0;
+    if (sp->rest != POET_PATCH_REST_INIT) layers = 0;
+    unsigned bits = patch_index_bits(I);
+    int bitmap = patch_positions_bytes(1, I, changed, 0) < patch_positions_bytes(0, I, changed, bits);
+    uint64_t pos_bytes = patch_positions_bytes(bitmap, I, changed, bitmap ? 0 : bits);
+    uint64_t total = PATCH_HEADER_BYTES + 8ull * layers + pos_bytes + 4 * (changed + (P - I) + S) + 4;
+    uint8_t *p = calloc(1, total), *is_weight = malloc(P + 1);
+    if (!p || !is_weight) {
+        free(p), free(is_weight);
+        return poet_fail(err, POET_ERR_NOMEM, "out of memory for a patch");
+    }
+    poet_dev_update_weights(d, is_weight);
+    memcpy(p, POET_PATCH_MAGIC, 8);
+    le_put(p + PATCH_VERSION_AT, POET_PATCH_VERSION, 4);
+    le_put(p + PATCH_GRAPH_AT, d->h->graph_hash, 4);
+    le_put(p + PATCH_LENGTH_AT, total, 8);
+    le_put(p + PATCH_ROUND_AT, sp->round, 4);
+    p[PATCH_REST_AT] = (uint8_t)sp->rest, p[PATCH_BITMAP_AT] = (uint8_t)bitmap;
+    p[PATCH_INDEX_BITS_AT] = (uint8_t)(bitmap ? 0 : bits);
+    le_put(p + PATCH_SEED_AT, sp->rest == POET_PATCH_REST_INIT ? sp->seed : 0, 8);
+    le_put(p + PATCH_PARAMS_AT, P, 8), le_put(p + PATCH_WEIGHTS_AT, I, 8), le_put(p + PATCH_CHANGED_AT, changed, 8);
+    le_put(p + PATCH_LAYERS_AT, layers, 4), le_put(p + PATCH_STATE_AT, S, 4);
+    digest_of(sp->base, P, NULL, 0, p + PATCH_BASE_AT);
+    digest_of(sp->weights, P, sp->state, S, p + PATCH_RESULT_AT);
+    uint8_t *at = p + PATCH_HEADER_BYTES;
+    for (uint32_t v = 0, l = 0; v < d->h->n_forward && l < layers; v++)
+        if (knode_weights(&d->nodes[v])) {
+            double b = image_init_bound(d->nodes, (int)v);
+            uint64_t u;
+            memcpy(&u, &b, 8);
+            le_put(at + 8 * l++, u, 8);
+        }
+    at += 8ull * layers;
+    uint8_t *pos = at, *values = pos + pos_bytes, *dense = values + 4 * changed, *state = dense + 4 * (P - I);
+    for (uint64_t i = 0, w = 0, c = 0, n = 0; i < P; i++) {
+        if (!is_weight[i]) {
+            put_f32(dense + 4 * n++, sp->weights[i]);
+            continue;
+        }
+        if (sp->changed[w]) {
+            if (bitmap)
+                pos[w / 8] |= (uint8_t)(1u << (w % 8));
+            else
+                for (unsigned b = 0; b < bits; b++) pos[(c * bits + b) / 8] |= (uint8_t)((w >> b & 1) << ((c * bits + b) % 8));
+            put_f32(values + 4 * c++, sp->weights[i]);
+        }
+        w++;
+    }
+    for (uint64_t i = 0; i < S; i++) put_f32(state + 4 * i, sp->state[i]);
+    le_put(p + total - 4, crc32_update(0, p, total - 4), 4);
+    free(is_weight);
+    *out = p, *len = (size_t)total;
+    return POET_OK;
+}
