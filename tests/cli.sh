@@ -360,5 +360,16 @@ refuse "ONNX out without ONNX in" "--onnx-out needs --onnx" "$poet" train --mode
     --onnx-out "$tmp/x.onnx"
 refuse "ONNX train without data" "give --data" "$poet" train --onnx "$onnx/digits_cnn.onnx" --device m4 --budget 100%
 
+# ---- partial updates ----
+ok "update" "$poet" update --model mlp_digits_wide --rounds 3 --epochs 2 --k 0.02 --always-send --out "$tmp/upd" --json
+for f in image.poet round-01.patch round-02.patch round-03.patch; do
+    if [ -s "$tmp/upd/$f" ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: update wrote no $f"; fi
+done
+has "update JSON has patch_bytes" '"patch_bytes"' "$tmp/out"
+refuse "update: k" "--k must be a share in (0, 1]" "$poet" update --model mlp_digits_wide --k 0
+refuse "update: method" "--method must be full, dpu, gcpu, rpu or prune" "$poet" update --model mlp_digits_wide --method all
+refuse "update: too few examples" "training examples: 20 rounds from 200" "$poet" update --model mlp_digits_wide \
+    --rounds 20 --epochs 1
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

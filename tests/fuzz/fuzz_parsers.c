@@ -4,7 +4,8 @@
  * graph is also validated and, when valid, simulated; a device image is
  * checked twice, as it came and with its checksum made right (so that the
  * fuzzer reaches the field checks behind the CRC), and one that passes is
- * trained for a step. Built with -DPOET_FUZZ=ON (clang); replay.c runs the
+ * trained for a step; a patch is checked (and applied when valid) against one
+ * device of mlp_digits, as it came and with its checksum made right. Built with -DPOET_FUZZ=ON (clang); replay.c runs the
  * corpus as a regression test in every build. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -99,6 +100,71 @@ static void exercise_device_image(const uint8_t *data, size_t size, bool fix_crc
     free(image);
 }
 
+/* The device patches are checked against: mlp_digits at batch 8, keep-all,
+ * SGD, seed 1 (corpus/patch.bin is a patch for it), opened once. */
+static poet_dev *patch_device(void)
+{
+    static poet_dev *d;
+    static uint64_t *image, *memory;
+    if (d || image) return d;
+    poet_graph g;
+    poet_device dev;
+    poet_instance inst;
+    poet_problem p;
+    poet_plan_result plan;
+    poet_dev_memory need;
+    uint8_t *img = NULL;
+    size_t len = 0;
+    poet_plan_options po = {.threads = 1, .quiet = true, .deterministic = true};
+    poet_export_options eo = {poet_optimizer_default(POET_OPT_SGD), 1, 0, NULL, NULL};
+    if (poet_zoo_build("mlp_digits", 8, &g, NULL)) return NULL;
+    if (!poet_device_find("m4", &dev, NULL) && !poet_instance_from_graph(&g, &dev, &inst, NULL)) {
+        if (!poet_problem_init(&p, &inst, 0, 1e6, NULL)) {
+            p.budget_bytes = p.keep_all_peak_bytes;
+            if (!poet_plan("keep-all", &p, &po, &plan, NULL)) {
+                poet_export_image(&g, &p, &plan.schedule, &eo, &img, &len, NULL);
+                poet_plan_result_free(&plan);
+            }
+            poet_problem_free(&p);
+        }
+        poet_instance_free(&inst);
+    }
+    poet_graph_free(&g);
+    image = malloc(len + 8);
+    if (img && image) memcpy(image, img, len);
+    free(img);
+    if (image && !poet_dev_inspect(image, len, &need, NULL) && (memory = malloc(need.total_bytes + 8)))
+        poet_dev_open(&d, image, len, memory, need.total_bytes, NULL, NULL, NULL);
+    return d;
+}
+
+static void exercise_patch(const uint8_t *data, size_t size, bool fix_crc)
+{
+    poet_dev *d = patch_device();
+    uint8_t *patch = malloc(size + 1);
+    if (!d || !patch) {
+        free(patch);
+        return;
+    }
+    memcpy(patch, data, size);
+    if (fix_crc && size >= 4) {
+        uint32_t crc = (uint32_t)crc32(0L, patch, (uInt)(size - 4));
+        for (int i = 0; i < 4; i++) patch[size - 4 + i] = (uint8_t)(crc >> (8 * i));
+    }
+    poet_dev_patch_info info;
+    if (!poet_dev_patch_check(d, patch, size, &info, NULL)) {
+        size_t n = poet_dev_state_bytes(d);
+        void *keep = malloc(n);
+        if (keep) { /* apply, then put the device back as it was for the next input */
+            poet_dev_state_save(d, keep);
+            if (poet_dev_patch_apply(d, patch, size, NULL)) abort(); /* checked, so it must apply */
+            poet_dev_state_load(d, keep, n, NULL);
+            free(keep);
+        }
+    }
+    free(patch);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *text = (const char *)data;
@@ -123,6 +189,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     poet_checkpoint_parse(data, size, &meta, &state_len, NULL);
     exercise_device_image(data, size, false);
     exercise_device_image(data, size, true);
+    exercise_patch(data, size, false);
+    exercise_patch(data, size, true);
     poet_onnx_model *m = NULL;
     if (!poet_onnx_import_bytes(data, size, "fuzz", NULL, &m, NULL)) poet_onnx_free(m);
     return 0;
