@@ -158,7 +158,7 @@ void poet_dev_set_train_mask(poet_dev *d, const uint8_t *mask);
  * poet_dev_weights (is_weight may be NULL); returns how many are weights. */
 uint64_t poet_dev_update_weights(const poet_dev *d, uint8_t *is_weight);
 
-/* What a patch says of itself (docs/formats.md, "Patches"). */
+/* What a patch says of itself (docs/update.md, "The patch format"). */
 typedef enum poet_patch_rest {
     POET_PATCH_REST_BASE = 0, /* weights the patch does not set keep their value */
     POET_PATCH_REST_INIT = 1, /* ... are re-initialized from the patch's seed */

@@ -90,7 +90,7 @@ poet_status poet_update_accuracy(poet_update_server *s, const float *x, const in
 /* The device image the devices start from (the initially deployed model). */
 const uint8_t *poet_update_image(const poet_update_server *s, size_t *len);
 
-/* ---- patches (docs/formats.md) ---- */
+/* ---- patches (docs/update.md) ---- */
 typedef struct poet_patch_spec {
     uint32_t round;
     poet_patch_rest rest;

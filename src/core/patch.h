@@ -1,5 +1,5 @@
-/* Internal: the patch format of partial updates (docs/formats.md,
- * "Patches"), written by the host (src/runtime/update.c) and read by the
+/* Internal: the patch format of partial updates (docs/update.md,
+ * "The patch format"), written by the host (src/runtime/update.c) and read by the
  * device (src/core/update.c). Every field is little-endian and read byte by
  * byte, so a patch may sit anywhere in RAM or flash. Freestanding. */
 #ifndef POET_SRC_CORE_PATCH_H
