@@ -79,6 +79,15 @@ void sha256_update_floats(sha256_ctx *c, const float *f, uint64_t n)
     }
 }
 
+void sha256_floats(const float *a, uint64_t na, const float *b, uint64_t nb, uint8_t digest[32])
+{
+    sha256_ctx c;
+    sha256_init(&c);
+    sha256_update_floats(&c, a, na);
+    sha256_update_floats(&c, b, nb);
+    sha256_final(&c, digest);
+}
+
 void sha256_hex(const void *data, size_t len, char hex[65])
 {
     sha256_ctx c;

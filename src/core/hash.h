@@ -22,6 +22,8 @@ void sha256_update(sha256_ctx *c, const void *data, size_t len);
 void sha256_final(sha256_ctx *c, uint8_t digest[32]);
 /* Floats as little-endian bytes, whatever the platform's order. */
 void sha256_update_floats(sha256_ctx *c, const float *f, uint64_t n);
+/* The SHA-256 of a's floats, then b's (b may be NULL with nb 0). */
+void sha256_floats(const float *a, uint64_t na, const float *b, uint64_t nb, uint8_t digest[32]);
 
 /* crc = crc32_update(0, data, len) equals zlib's crc32(0, data, len). */
 uint32_t crc32_update(uint32_t crc, const void *data, size_t len);

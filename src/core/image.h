@@ -98,6 +98,15 @@ static inline uint64_t knode_weights(const knode *n)
     return 0;
 }
 
+/* How many of nodes[0..n) have such weights (a patch that re-initializes
+ * carries a bound for each). */
+static inline uint32_t knode_weight_layers(const knode *nodes, uint32_t n)
+{
+    uint32_t layers = 0;
+    for (uint32_t v = 0; v < n; v++) layers += knode_weights(&nodes[v]) > 0;
+    return layers;
+}
+
 /* The fan-in of a convolution or linear node (PyTorch's initialization
  * bound is its inverse square root); 1 for other ops. */
 static inline uint64_t knode_fan_in(const knode *nodes, const knode *n)

@@ -23,13 +23,6 @@ uint64_t poet_dev_update_weights(const poet_dev *d, uint8_t *is_weight)
     return n;
 }
 
-static uint32_t layers_with_weights(const poet_dev *d)
-{
-    uint32_t n = 0;
-    for (uint32_t v = 0; v < d->h->n_forward; v++) n += knode_weights(&d->nodes[v]) > 0;
-    return n;
-}
-
 /* A patch's sections, located. */
 typedef struct patch_view {
     const uint8_t *p;
@@ -97,7 +90,7 @@ static poet_status locate(const poet_dev *d, const uint8_t *p, size_t len, patch
     in->dense = params - in->weights;
     if (p[PATCH_BITMAP_AT] > 1 || p[PATCH_ZERO_AT] || in->rest > POET_PATCH_REST_ZERO || in->changed > in->weights ||
         v->index_bits != (in->bitmap ? 0 : patch_index_bits(in->weights)) ||
-        v->layers != (in->rest == POET_PATCH_REST_INIT ? layers_with_weights(d) : 0) ||
+        v->layers != (in->rest == POET_PATCH_REST_INIT ? knode_weight_layers(d->nodes, d->h->n_forward) : 0) ||
         (in->rest != POET_PATCH_REST_INIT && in->seed))
         return refuse(err, "a header field is out of range");
     uint64_t at = PATCH_HEADER_BYTES;
@@ -188,21 +181,13 @@ static void walk(const poet_dev *d, const patch_view *v, float *out, uint8_t dig
     sha256_final(&h, digest);
 }
 
-static void weights_digest(const poet_dev *d, uint8_t digest[32])
-{
-    sha256_ctx h;
-    sha256_init(&h);
-    sha256_update_floats(&h, d->params, d->h->n_params);
-    sha256_final(&h, digest);
-}
-
 static poet_status check(const poet_dev *d, const void *patch, size_t len, patch_view *v, poet_err *err)
 {
     poet_status st = locate(d, patch, len, v, err);
     if (!st) st = check_positions(v, err);
     if (st) return st;
     uint8_t digest[32];
-    weights_digest(d, digest);
+    sha256_floats(d->params, d->h->n_params, NULL, 0, digest);
     if (memcmp(digest, v->p + PATCH_BASE_AT, 32) != 0)
         return refuse(err, "made for other weights than this device holds (a missed or repeated round?)");
     walk(d, v, NULL, digest);

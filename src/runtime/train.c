@@ -47,18 +47,9 @@ void poet_train_order(uint64_t seed, long epoch, int n, int *order)
     }
 }
 
-static void gather_rows(float *x, int32_t *y, int rows, uint64_t per, const float *xs, const int32_t *ys,
-                        const int *idx)
-{
-    for (int r = 0; r < rows; r++) {
-        memcpy(x + (size_t)r * per, xs + (size_t)idx[r] * per, (size_t)per * sizeof(float));
-        y[r] = ys[idx[r]];
-    }
-}
-
 static void gather(loop *l, const float *xs, const int32_t *ys, const int *idx)
 {
-    gather_rows(l->x, l->y, l->rows, l->per, xs, ys, idx);
+    rt_gather_rows(l->x, l->y, l->rows, l->per, xs, ys, idx);
 }
 
 /* The last batch is padded with its first example. */
@@ -77,7 +68,7 @@ poet_status poet_evaluate(poet_engine *e, const float *xs, const int32_t *ys, co
     for (int at = 0; !st && at < n; at += rows) {
         int m = n - at < rows ? n - at : rows;
         for (int r = 0; r < rows; r++) pick[r] = idx ? idx[at + (r < m ? r : 0)] : at + (r < m ? r : 0);
-        gather_rows(x, y, rows, per, xs, ys, pick);
+        rt_gather_rows(x, y, rows, per, xs, ys, pick);
         double bs;
         int c;
         st = poet_engine_eval(e, x, y, m, &bs, &c, err);

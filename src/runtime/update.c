@@ -13,6 +13,12 @@
 #include "../core/patch.h"
 #include "util.h"
 
+/* A weight (its index among the weights) and its score. */
+typedef struct ranked {
+    float score;
+    uint64_t weight;
+} ranked;
+
 struct poet_update_server {
     poet_update_options o;
     poet_engine *e;
@@ -21,10 +27,10 @@ struct poet_update_server {
     uint8_t *is_weight;  /* per parameter */
     float *deployed, *deployed_state;
     float *start, *start_state; /* what a round starts from: the deployed model or a fresh initialization */
-    float *best, *best_state, *local, *score, *before;
+    float *best, *best_state, *local, *before;
     uint8_t *picked;     /* per weight */
     uint8_t *mask;       /* per parameter, a bit each: what fine-tuning trains */
-    uint64_t *order;
+    struct ranked *order; /* per weight */
     uint8_t *state_image;
     int round, reinit_at; /* examples at the last initialization */
     int rows;
@@ -67,12 +73,19 @@ static void save_model(const poet_update_server *s, float *w, float *state)
     memcpy(state, poet_dev_state(s->dev, &n), 4 * s->S);
 }
 
-/* Validation loss and accuracy of a model. */
+/* Loss and accuracy of a model on examples idx of x, y. */
+static poet_status measure(poet_update_server *s, const float *w, const float *state, const float *x,
+                           const int32_t *y, const int *idx, int n, double *loss, double *acc, poet_err *err)
+{
+    poet_status st = load_model(s, w, state, err);
+    return st ? st : poet_evaluate(s->e, x, y, idx, n, loss, acc, err);
+}
+
+/* ... on validation examples of d's training set. */
 static poet_status validate(poet_update_server *s, const float *w, const float *state, const poet_dataset *d,
                             const int *idx, int n, double *loss, double *acc, poet_err *err)
 {
-    poet_status st = load_model(s, w, state, err);
-    return st ? st : poet_evaluate(s->e, d->train_x, d->train_y, idx, n, loss, acc, err);
+    return measure(s, w, state, d->train_x, d->train_y, idx, n, loss, acc, err);
 }
 
 /* ---- set-up ---- */
@@ -102,12 +115,12 @@ poet_status poet_update_server_new(poet_update_server **out, const poet_engine_c
     s->I = poet_dev_update_weights(s->dev, s->is_weight);
     s->deployed = malloc(4 * P), s->start = malloc(4 * P), s->best = malloc(4 * P);
     s->deployed_state = malloc(4 * S), s->start_state = malloc(4 * S), s->best_state = malloc(4 * S);
-    s->local = malloc(4 * P), s->score = malloc(4 * P), s->before = malloc(4 * P);
-    s->picked = malloc(s->I + 1), s->mask = malloc(P / 8 + 1), s->order = malloc(8 * (s->I + 1));
+    s->local = malloc(4 * P), s->before = malloc(4 * P);
+    s->picked = malloc(s->I + 1), s->mask = malloc(P / 8 + 1), s->order = malloc(sizeof *s->order * (s->I + 1));
     s->state_image = malloc(poet_engine_state_bytes(s->e));
     s->x = malloc(4 * (size_t)s->rows * s->per), s->y = malloc(4 * (size_t)s->rows), s->idx = malloc(4 * (size_t)s->rows);
     if (!s->is_weight || !s->deployed || !s->start || !s->best || !s->deployed_state || !s->start_state ||
-        !s->best_state || !s->local || !s->score || !s->before || !s->picked || !s->mask || !s->order ||
+        !s->best_state || !s->local || !s->before || !s->picked || !s->mask || !s->order ||
         !s->state_image || !s->x || !s->y || !s->idx) {
         poet_update_server_free(s);
         return poet_fail(err, POET_ERR_NOMEM, "out of memory for the update server");
@@ -126,7 +139,7 @@ void poet_update_server_free(poet_update_server *s)
     if (!s) return;
     poet_engine_free(s->e);
     free(s->is_weight), free(s->deployed), free(s->start), free(s->best), free(s->deployed_state);
-    free(s->start_state), free(s->best_state), free(s->local), free(s->score), free(s->before), free(s->picked);
+    free(s->start_state), free(s->best_state), free(s->local), free(s->before), free(s->picked);
     free(s->mask), free(s->order), free(s->state_image), free(s->x), free(s->y), free(s->idx), free(s->perm);
     free(s);
 }
@@ -149,8 +162,7 @@ poet_status poet_update_accuracy(poet_update_server *s, const float *x, const in
                                  double *accuracy, poet_err *err)
 {
     double loss;
-    poet_status st = load_model(s, s->deployed, s->deployed_state, err);
-    return st ? st : poet_evaluate(s->e, x, y, idx, n, &loss, accuracy, err);
+    return measure(s, s->deployed, s->deployed_state, x, y, idx, n, &loss, accuracy, err);
 }
 
 /* ---- training phases ---- */
@@ -178,10 +190,7 @@ static poet_status train_epochs(poet_update_server *s, const poet_dataset *d, co
         poet_train_order(seed, ep, n, s->perm);
         for (int b = 0; b + s->rows <= n && !st; b += s->rows) {
             for (int r = 0; r < s->rows; r++) s->idx[r] = train[s->perm[b + r]];
-            for (int r = 0; r < s->rows; r++) {
-                memcpy(s->x + (size_t)r * s->per, d->train_x + (size_t)s->idx[r] * s->per, 4 * s->per);
-                s->y[r] = d->train_y[s->idx[r]];
-            }
+            rt_gather_rows(s->x, s->y, s->rows, s->per, d->train_x, d->train_y, s->idx);
             if (local) memcpy(s->before, poet_dev_weights(s->dev, &count), 4 * s->P);
             double loss;
             if ((st = poet_engine_step(s->e, s->x, s->y, &loss, err))) break;
@@ -201,87 +210,77 @@ static poet_status train_epochs(poet_update_server *s, const poet_dataset *d, co
 
 /* ---- which weights ---- */
 
-static const float *sort_key;
-
 static int by_score(const void *a, const void *b)
 {
-    uint64_t i = *(const uint64_t *)a, j = *(const uint64_t *)b;
-    float x = sort_key[i], y = sort_key[j];
-    return x > y ? -1 : x < y ? 1 : (i > j) - (i < j); /* ties: the lower index first */
+    const ranked *x = a, *y = b;
+    return x->score > y->score   ? -1
+           : x->score < y->score ? 1
+                                 : (x->weight > y->weight) - (x->weight < y->weight); /* ties: the lower index first */
 }
 
-/* Scores per weight (in the weights' own index space) into s->score. */
-static void score_weights(poet_update_server *s, const float *final)
+/* Each weight's score under the round's method, in s->order. */
+static void score_weights(poet_update_server *s, poet_update_method m, const float *final)
 {
-    poet_dev *d = s->dev;
-    uint64_t w = 0;
     double gsum = 0, lsum = 0;
     for (uint64_t i = 0; i < s->P; i++)
         if (s->is_weight[i]) {
             double g = (double)final[i] - s->start[i];
             gsum += g * g, lsum += fabs((double)s->local[i]);
         }
-    for (uint32_t v = 0; v < d->h->n_forward; v++) {
-        const knode *k = &d->nodes[v];
-        uint64_t nw = knode_weights(k);
-        if (!nw) continue;
-        for (uint64_t j = 0; j < nw; j++) {
-            uint64_t i = k->param_at + j;
-            double g = (double)final[i] - s->start[i], G = gsum > 0 ? g * g / gsum : 0, L = lsum > 0 ? s->local[i] / lsum : 0;
-            double m = s->o.method == POET_UPDATE_DPU      ? 0.5 * G + 0.5 * L
-                       : s->o.method == POET_UPDATE_GLOBAL ? G
-                       : s->o.method == POET_UPDATE_PRUNE  ? fabs((double)final[i])
-                                                           : 1.0; /* FULL picks all */
-            s->score[w++] = (float)m;
-        }
+    for (uint64_t i = 0, w = 0; i < s->P; i++) {
+        if (!s->is_weight[i]) continue;
+        double g = (double)final[i] - s->start[i], G = gsum > 0 ? g * g / gsum : 0, L = lsum > 0 ? s->local[i] / lsum : 0;
+        double score = m == POET_UPDATE_DPU ? 0.5 * G + 0.5 * L : m == POET_UPDATE_GLOBAL ? G : fabs((double)final[i]);
+        s->order[w] = (ranked){(float)score, w};
+        w++;
     }
 }
 
-/* Picks k*I weights into s->picked. */
-static uint64_t pick(poet_update_server *s, const float *final)
+/* Picks k*I weights into s->picked (every one under FULL). */
+static uint64_t pick(poet_update_server *s, poet_update_method m, const float *final)
 {
-    uint64_t I = s->I, n = s->o.method == POET_UPDATE_FULL ? I : (uint64_t)llround(s->o.k * (double)I);
+    uint64_t I = s->I, n = m == POET_UPDATE_FULL ? I : (uint64_t)llround(s->o.k * (double)I);
     if (n < 1) n = 1;
     if (n > I) n = I;
     memset(s->picked, 0, I);
-    for (uint64_t i = 0; i < I; i++) s->order[i] = i;
-    if (s->o.method == POET_UPDATE_RANDOM) { /* the first n of a seeded shuffle */
+    for (uint64_t i = 0; i < I; i++) s->order[i] = (ranked){0, i};
+    if (n < I && m == POET_UPDATE_RANDOM) { /* the first n of a seeded shuffle */
         uint64_t r = round_seed(s, 3);
         for (uint64_t i = 0; i < n; i++) {
             r = rt_mix64(r);
-            uint64_t j = i + r % (I - i), t = s->order[i];
+            uint64_t j = i + r % (I - i);
+            ranked t = s->order[i];
             s->order[i] = s->order[j], s->order[j] = t;
         }
-    } else {
-        score_weights(s, final);
-        sort_key = s->score;
+    } else if (n < I) {
+        score_weights(s, m, final);
         qsort(s->order, I, sizeof *s->order, by_score);
     }
-    for (uint64_t i = 0; i < n; i++) s->picked[s->order[i]] = 1;
+    for (uint64_t i = 0; i < n; i++) s->picked[s->order[i].weight] = 1;
     return n;
 }
 
 /* Unpicked weights go back to the round's start (zero when pruning); the
  * fine-tuning mask: picked weights and every parameter that is not a weight. */
-static void rewind_unpicked(poet_update_server *s, float *w)
+static void rewind_unpicked(poet_update_server *s, poet_update_method m, float *w)
 {
     memset(s->mask, 0, s->P / 8 + 1);
     for (uint64_t i = 0, k = 0; i < s->P; i++) {
         bool train = !s->is_weight[i] || s->picked[k];
-        if (s->is_weight[i] && !s->picked[k++]) w[i] = s->o.method == POET_UPDATE_PRUNE ? 0.0f : s->start[i];
+        if (s->is_weight[i] && !s->picked[k++]) w[i] = m == POET_UPDATE_PRUNE ? 0.0f : s->start[i];
         if (train) s->mask[i / 8] |= (uint8_t)(1u << (i % 8));
     }
 }
 
 /* ---- a round ---- */
 
-static poet_status start_round(poet_update_server *s, int n_train, poet_update_report *r, poet_err *err)
+static void start_round(poet_update_server *s, int n_train, poet_update_report *r)
 {
     r->reinit = s->round > 1 && s->o.reinit && n_train > 2 * s->reinit_at;
     if (s->round == 1 || r->reinit) s->reinit_at = n_train;
     if (!r->reinit) {
         memcpy(s->start, s->deployed, 4 * s->P), memcpy(s->start_state, s->deployed_state, 4 * s->S);
-        return POET_OK;
+        return;
     }
     /* a fresh initialization: what a device makes of the seed */
     poet_dev *d = s->dev;
@@ -293,17 +292,15 @@ static poet_status start_round(poet_update_server *s, int n_train, poet_update_r
             s->start[k->param_at + i] = i < nw ? kernel_init_next(&rng, bound) : s->deployed[k->param_at + i];
     }
     memcpy(s->start_state, s->deployed_state, 4 * s->S);
-    (void)err;
-    return POET_OK;
 }
 
-static poet_status send(poet_update_server *s, const float *w, const float *state, poet_update_report *r,
-                        uint8_t **patch, size_t *len, poet_err *err)
+static poet_status send(poet_update_server *s, poet_update_method m, const float *w, const float *state,
+                        poet_update_report *r, uint8_t **patch, size_t *len, poet_err *err)
 {
     poet_patch_spec spec = {.round = (uint32_t)s->round,
-                            .rest = s->o.method == POET_UPDATE_PRUNE ? POET_PATCH_REST_ZERO
-                                    : r->reinit                         ? POET_PATCH_REST_INIT
-                                                                        : POET_PATCH_REST_BASE,
+                            .rest = m == POET_UPDATE_PRUNE ? POET_PATCH_REST_ZERO
+                                    : r->reinit            ? POET_PATCH_REST_INIT
+                                                           : POET_PATCH_REST_BASE,
                             .seed = r->reinit ? round_seed(s, 1) : 0,
                             .base = s->deployed,
                             .weights = w,
@@ -329,18 +326,17 @@ poet_status poet_update_round(poet_update_server *s, const poet_dataset *d, cons
     free(s->perm);
     if (!(s->perm = malloc(sizeof *s->perm * (size_t)n_train))) return poet_fail(err, POET_ERR_NOMEM, "out of memory");
     r->round = ++s->round, r->examples = n_train, r->weights = s->I;
-    poet_update_method method = s->o.method;
-    if (s->round == 1) s->o.method = POET_UPDATE_FULL; /* the first model is deployed whole */
+    poet_update_method m = s->round == 1 ? POET_UPDATE_FULL : s->o.method; /* the first model goes whole */
     poet_status st = validate(s, s->deployed, s->deployed_state, d, val, n_val, &r->base_loss, &r->base_accuracy, err);
-    if (!st) st = start_round(s, n_train, r, err);
+    if (!st) start_round(s, n_train, r);
     /* retrain everything, tracking each weight's contribution */
     memset(s->local, 0, 4 * s->P);
     if (!st) st = load_model(s, s->start, s->start_state, err);
     if (!st) st = train_epochs(s, d, train, n_train, NULL, 0, round_seed(s, 2), s->local, err);
     if (!st) {
         save_model(s, s->best, s->best_state);
-        r->changed = pick(s, s->best);
-        rewind_unpicked(s, s->best);
+        r->changed = pick(s, m, s->best);
+        rewind_unpicked(s, m, s->best);
         st = validate(s, s->best, s->best_state, d, val, n_val, &r->rewound_loss, &r->rewound_accuracy, err);
     }
     /* the paper's test: a rewound model worse than the deployed one is not worth fine-tuning */
@@ -350,9 +346,8 @@ poet_status poet_update_round(poet_update_server *s, const poet_dataset *d, cons
         poet_dev_set_train_mask(s->dev, s->mask);
         st = train_epochs(s, d, train, n_train, val, n_val, round_seed(s, 4), NULL, err);
         poet_dev_set_train_mask(s->dev, NULL);
-        if (!st) st = send(s, s->best, s->best_state, r, patch, patch_len, err);
+        if (!st) st = send(s, m, s->best, s->best_state, r, patch, patch_len, err);
     }
-    s->o.method = method;
     if (skip) r->changed = 0;
     if (!st) st = validate(s, s->deployed, s->deployed_state, d, val, n_val, &r->loss, &r->accuracy, err);
     return st;
@@ -367,24 +362,12 @@ static void put_f32(uint8_t *p, float f)
     le_put(p, u, 4);
 }
 
-/* SHA-256 of the weights, then of the buffers (a base: none). */
-static void digest_of(const float *w, uint64_t n, const float *state, uint64_t ns, uint8_t out[32])
-{
-    sha256_ctx h;
-    sha256_init(&h);
-    sha256_update_floats(&h, w, n);
-    sha256_update_floats(&h, state, ns);
-    sha256_final(&h, out);
-}
-
 poet_status poet_patch_make(const poet_dev *d, const poet_patch_spec *sp, uint8_t **out, size_t *len, poet_err *err)
 {
     *out = NULL, *len = 0;
     uint64_t P = d->h->n_params, S = d->h->n_state, I = poet_dev_update_weights(d, NULL), changed = 0;
     for (uint64_t i = 0; i < I; i++) changed += sp->changed[i] != 0;
-    uint32_t layers = 0;
-    for (uint32_t v = 0; v < d->h->n_forward; v++) layers += knode_weights(&d->nodes[v]) > 0;
-    if (sp->rest != POET_PATCH_REST_INIT) layers = 0;
+    uint32_t layers = sp->rest == POET_PATCH_REST_INIT ? knode_weight_layers(d->nodes, d->h->n_forward) : 0;
     unsigned bits = patch_index_bits(I);
     int bitmap = patch_positions_bytes(1, I, changed, 0) < patch_positions_bytes(0, I, changed, bits);
     uint64_t pos_bytes = patch_positions_bytes(bitmap, I, changed, bitmap ? 0 : bits);
@@ -405,8 +388,8 @@ poet_status poet_patch_make(const poet_dev *d, const poet_patch_spec *sp, uint8_
     le_put(p + PATCH_SEED_AT, sp->rest == POET_PATCH_REST_INIT ? sp->seed : 0, 8);
     le_put(p + PATCH_PARAMS_AT, P, 8), le_put(p + PATCH_WEIGHTS_AT, I, 8), le_put(p + PATCH_CHANGED_AT, changed, 8);
     le_put(p + PATCH_LAYERS_AT, layers, 4), le_put(p + PATCH_STATE_AT, S, 4);
-    digest_of(sp->base, P, NULL, 0, p + PATCH_BASE_AT);
-    digest_of(sp->weights, P, sp->state, S, p + PATCH_RESULT_AT);
+    sha256_floats(sp->base, P, NULL, 0, p + PATCH_BASE_AT);
+    sha256_floats(sp->weights, P, sp->state, S, p + PATCH_RESULT_AT);
     uint8_t *at = p + PATCH_HEADER_BYTES;
     for (uint32_t v = 0, l = 0; v < d->h->n_forward && l < layers; v++)
         if (knode_weights(&d->nodes[v])) {
