@@ -4,7 +4,7 @@
 # recomputes and pages, to the host's bits; the RAM accounted for; and the
 # refusals: a model too large for the board, too little memory handed over,
 # a corrupted image, an SD card that fails mid-run (the weights of the last
-# completed step kept). Skipped (77) without QEMU or the firmware, unless
+# completed step kept); partial updates applied to the server's bits. Skipped (77) without QEMU or the firmware, unless
 # POET_REQUIRE_DEVICE=1 (scripts/test.sh sets it: CI installs both).
 set -u
 poet=$1
@@ -29,6 +29,15 @@ check() { # check DESCRIPTION CONDITION-EXIT-STATUS [DETAIL]
 
 field() { # field FILE NAME: a field of a JSON report
     /usr/bin/python3 -c 'import json, sys; v = json.load(open(sys.argv[1]))[sys.argv[2]]; print(str(v).lower() if isinstance(v, bool) else v)' "$1" "$2"
+}
+
+fw() { # fw IMAGE OUT ARG...: the firmware run directly
+    local image=$1 out=$2
+    shift 2
+    local semi="enable=on,target=native,arg=fw"
+    for a in "$@"; do semi="$semi,arg=$a"; done
+    timeout 60 qemu-system-arm -M netduinoplus2 -display none -serial null -monitor none -semihosting-config "$semi" \
+        -device "loader,file=$image,addr=0x08080000,force-raw=on" -kernel "$firmware_dir/poet-firmware.elf" >"$out" 2>&1
 }
 
 # cnn_digits at batch 8: the schedule for 42% of the keep-all peak, where
@@ -102,12 +111,37 @@ fi
 if [ -f "$tmp/run/image.bin" ]; then
     cp "$tmp/run/image.bin" "$tmp/bad.bin"
     printf '\x55' | dd of="$tmp/bad.bin" bs=1 seek=400 conv=notrunc 2>/dev/null
-    timeout 60 qemu-system-arm -M netduinoplus2 -display none -serial null -monitor none \
-        -semihosting-config "enable=on,target=native,arg=fw,arg=--steps=1,arg=--data=$tmp/run/data.bin" \
-        -device "loader,file=$tmp/bad.bin,addr=0x08080000,force-raw=on" -kernel "$firmware_dir/poet-firmware.elf" >"$tmp/bad.out" 2>&1
+    fw "$tmp/bad.bin" "$tmp/bad.out" --steps=1 "--data=$tmp/run/data.bin"
     rc=$?
     check "corrupted image: refused by the firmware" \
         "$([ $rc -eq 1 ] && grep -q "checksum mismatch" "$tmp/bad.out" && echo 0 || echo 1)" "rc=$rc $(cat "$tmp/bad.out")"
+fi
+
+# partial updates: the patches of three rounds of poet update (the third
+# re-initializes from a seed) applied by the firmware give the server's
+# model bit for bit; a corrupted one is refused, the weights those before it made
+round_sha() { /usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["rounds"][int(sys.argv[2])]["weights_sha256"])' "$1" "$2"; }
+"$poet" update --model mlp_digits --start 100 --step 100 --rounds 3 --epochs 2 --k 0.05 --always-send --reinit \
+    --out "$tmp/upd" --json >"$tmp/upd.json" 2>"$tmp/upd.err"
+check "poet update writes the image and three patches" "$([ -s "$tmp/upd/round-03.patch" ] && echo 0 || echo 1)" \
+    "$(head -c 300 "$tmp/upd.err")"
+if [ -s "$tmp/upd/round-03.patch" ]; then
+    cat "$tmp/upd"/round-0[123].patch >"$tmp/patches.bin"
+    fw "$tmp/upd/image.poet" "$tmp/patch.out" "--patches=$tmp/patches.bin"
+    rc=$?
+    got=$(sed -n 's/.*"weights_sha256": "\([0-9a-f]*\)".*/\1/p' "$tmp/patch.out")
+    check "three patches applied on the device give the server's model" \
+        "$([ $rc -eq 0 ] && grep -q '"patches": 3' "$tmp/patch.out" && [ "$got" = "$(round_sha "$tmp/upd.json" 2)" ] && echo 0 || echo 1)" \
+        "rc=$rc $(head -c 300 "$tmp/patch.out")"
+    cp "$tmp/upd/round-02.patch" "$tmp/bad.patch"
+    printf '\x55' | dd of="$tmp/bad.patch" bs=1 seek=300 conv=notrunc 2>/dev/null
+    cat "$tmp/upd/round-01.patch" "$tmp/bad.patch" "$tmp/upd/round-03.patch" >"$tmp/patches.bin"
+    fw "$tmp/upd/image.poet" "$tmp/patch.out" "--patches=$tmp/patches.bin" "--weights=$tmp/patched.bin"
+    rc=$?
+    check "a corrupted patch is refused, the weights those of the patch before it" \
+        "$([ $rc -eq 1 ] && grep -q "checksum mismatch" "$tmp/patch.out" && grep -q '"patches": 1' "$tmp/patch.out" &&
+            [ "$(sha256sum "$tmp/patched.bin" | cut -d' ' -f1)" = "$(round_sha "$tmp/upd.json" 0)" ] && echo 0 || echo 1)" \
+        "rc=$rc $(head -c 300 "$tmp/patch.out")"
 fi
 
 echo "device: $passed passed, $failed failed"

@@ -274,6 +274,87 @@ static void test_patch_refused(const poet_dataset *d)
     unserve(&v), unserve(&other);
 }
 
+/* ---- the model store: power lost in the middle of a save ---- */
+
+/* Storage in memory where power is lost during write number power_at: that
+ * write lands half, later ones not at all. */
+typedef struct flash {
+    uint8_t *bytes;
+    long writes, power_at;
+} flash;
+
+static poet_status flash_start(void *ctx, bool write, uint64_t at, void *ram, size_t n, long *ticket, poet_err *err)
+{
+    (void)err;
+    flash *f = ctx;
+    *ticket = 0;
+    if (!write) return memcpy(ram, f->bytes + at, n), POET_OK;
+    long k = f->writes++;
+    if (f->power_at < 0 || k < f->power_at) memcpy(f->bytes + at, ram, n);
+    else if (k == f->power_at) memcpy(f->bytes + at, ram, n / 2);
+    return POET_OK;
+}
+
+static poet_status flash_wait(void *ctx, long ticket, poet_err *err) { return (void)ctx, (void)ticket, (void)err, POET_OK; }
+static poet_status flash_sync(void *ctx, poet_err *err) { return (void)ctx, (void)err, POET_OK; }
+static void flash_reset(void *ctx) { (void)ctx; }
+
+static void test_store_power_loss(const poet_dataset *d, const char *model)
+{
+    served v;
+    device x = {0}, y = {0};
+    CHECK(serve(&v, model, POET_UPDATE_DPU, 0.05, false, true) && device_open(&x, v.s));
+    if (!x.d) return;
+    uint64_t at = 64, cap = at + poet_dev_store_bytes(x.d);
+    flash f = {calloc(1, cap), 0, -1};
+    uint8_t *saved = malloc(cap);
+    poet_dev_storage st = {POET_DEV_STORAGE_VERSION, &f, cap, flash_start, flash_wait, flash_sync, flash_reset};
+    poet_err err = {0};
+    char old[65], now[65], got[65];
+    CHECK(device_open(&y, v.s) && poet_dev_store_load(y.d, &st, at, &err) == POET_ERR_NOT_FOUND);
+    CHECK(!poet_dev_store_save(x.d, &st, at, &err));
+    long tried = 0, ok = 0, writes = 0;
+    for (int r = 0; r < N_ROUNDS; r++) {
+        uint8_t *patch;
+        size_t len;
+        poet_update_report rep;
+        poet_dev_weights_sha256(x.d, old);
+        if (round_on(&v, d, ROUNDS[r], &patch, &len, &rep) || poet_dev_patch_apply(x.d, patch, len, &err)) break;
+        free(patch);
+        poet_dev_weights_sha256(x.d, now);
+        memcpy(saved, f.bytes, cap);
+        for (long k = 0;; k++) { /* power lost in write k of the save; k = all of them: none lost */
+            memcpy(f.bytes, saved, cap);
+            f.writes = 0, f.power_at = k;
+            CHECK(!poet_dev_store_save(x.d, &st, at, &err));
+            bool complete = f.writes <= k;
+            writes = f.writes;
+            f.power_at = -1;
+            device_close(&y);
+            CHECK(device_open(&y, v.s) && !poet_dev_store_load(y.d, &st, at, &err));
+            poet_dev_weights_sha256(y.d, got);
+            tried++;
+            ok += strcmp(got, complete ? now : old) == 0 && (!complete || device_matches(&y, v.s));
+            if (complete) break;
+        }
+    }
+    CHECK_MSG(tried > 3 && ok == tried, "%s: %ld of %ld power losses left the old or the new model (%ld writes a save)",
+              model, ok, tried, writes);
+    /* a flipped bit in the newest slot's body: the one before it is loaded */
+    uint64_t slot = poet_dev_store_bytes(x.d) / 2, seq0, seq1;
+    memcpy(&seq0, f.bytes + at + 16, 8), memcpy(&seq1, f.bytes + at + slot + 16, 8);
+    f.bytes[at + (seq1 > seq0 ? slot : 0) + 40] ^= 4;
+    device_close(&y);
+    CHECK(device_open(&y, v.s) && !poet_dev_store_load(y.d, &st, at, &err));
+    poet_dev_weights_sha256(y.d, got);
+    CHECK_MSG(strcmp(got, old) == 0, "%s: a corrupt newest slot was not passed over", model);
+    st.capacity_bytes = cap - 1;
+    CHECK(poet_dev_store_save(x.d, &st, at, &err) == POET_ERR_LIMIT);
+    free(f.bytes), free(saved);
+    device_close(&x), device_close(&y);
+    unserve(&v);
+}
+
 int main(void)
 {
     test_mask(POET_OPT_SGD);
@@ -288,6 +369,8 @@ int main(void)
     test_patch_reproduces(&d, "cnn_digits", POET_UPDATE_PRUNE, false);
     test_patch_reproduces(&d, "cnn_digits", POET_UPDATE_GLOBAL, true);
     test_patch_refused(&d);
+    test_store_power_loss(&d, "mlp_digits");
+    test_store_power_loss(&d, "cnn_digits");
     poet_dataset_free(&d);
     return check_report();
 }

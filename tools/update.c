@@ -87,8 +87,14 @@ static int write_out(const char *dir, const char *name, const void *data, size_t
     return poet_write_file_atomic(path, data, len, &err) ? lib_error(&err) : 0;
 }
 
-static cJSON *round_json(const poet_update_report *r, double test)
+/* The deployed model after the round: what a device that applied every
+ * patch so far holds, hashed as poet_dev_weights_sha256 hashes it. */
+static cJSON *round_json(const poet_update_report *r, double test, const poet_update_server *srv)
 {
+    uint64_t n;
+    const float *w = poet_update_deployed(srv, &n);
+    char sha[65];
+    poet_sha256_hex(w, 4 * n, sha);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "round", r->round);
     cJSON_AddNumberToObject(o, "examples", r->examples);
@@ -100,6 +106,7 @@ static cJSON *round_json(const poet_update_report *r, double test)
     cJSON_AddNumberToObject(o, "val_accuracy_rewound", r->rewound_accuracy);
     cJSON_AddNumberToObject(o, "val_accuracy", r->accuracy);
     cJSON_AddNumberToObject(o, "test_accuracy", test);
+    cJSON_AddStringToObject(o, "weights_sha256", sha);
     return o;
 }
 
@@ -137,7 +144,7 @@ static int run_rounds(const update_args *a, const update_values *u, poet_update_
         snprintf(name, sizeof name, "round-%02d.patch", rep.round);
         if (patch && a->out) rc = write_out(a->out, name, patch, len);
         free(patch);
-        if (rounds) cJSON_AddItemToArray(rounds, round_json(&rep, test));
+        if (rounds) cJSON_AddItemToArray(rounds, round_json(&rep, test, srv));
         else
             printf("round %2d: %4d examples%s, %s %7llu B (%5.2f%% of the model) setting %llu of %llu weights; "
                    "validation %.2f%% -> %.2f%%, test %.2f%%\n",

@@ -5,10 +5,14 @@
  * `poet emulate` writes the image and the data and runs it.
  *
  * usage (semihosting command line):
- *   firmware --steps=N --data=FILE [--storage=FILE|ram] [--weights=FILE]
- *            [--memory=BYTES] [--fail-write=N] [--fail-read=N] [--profile]
+ *   firmware [--patches=FILE] [--steps=N --data=FILE] [--storage=FILE|ram]
+ *            [--weights=FILE] [--memory=BYTES] [--fail-write=N] [--fail-read=N]
+ *            [--profile]
+ * --patches applies the partial updates of `poet update` (patches one after
+ * the other in FILE) before any training; a refused one stops the run with
+ * the weights of the last applied.
  * --memory hands the library fewer bytes than the pool holds; --fail-*
- * make the Nth transfer of the card fail. Exit status: 0 trained; 1 poet
+ * make the Nth transfer of the card fail. Exit status: 0 done; 1 poet
  * refused or a step failed (the weights written are those of the last
  * completed step); 2 bad arguments or files. */
 #include <stdbool.h>
@@ -26,7 +30,7 @@ enum { POOL_PAINT = 0xA5 };
 
 typedef struct args {
     long steps, memory, fail_write, fail_read;
-    const char *data, *storage, *weights;
+    const char *data, *storage, *weights, *patches;
     bool profile;
 } args;
 
@@ -125,12 +129,13 @@ static bool parse(args *a)
         else if ((v = value_of(w, "--data="))) a->data = v;
         else if ((v = value_of(w, "--storage="))) a->storage = v;
         else if ((v = value_of(w, "--weights="))) a->weights = v;
+        else if ((v = value_of(w, "--patches="))) a->patches = v;
         else if (strcmp(w, "--profile") == 0) a->profile = true;
         else if (w != cmdline) ok = false; /* the first word names the program */
         if (!ok) return false;
         w = more ? end + 1 : end;
     }
-    return a->steps > 0 && a->data;
+    return (a->steps > 0 && a->data) || (a->patches && !a->steps);
 }
 
 /* ---- the run ---- */
@@ -171,6 +176,8 @@ static void write_weights(const poet_dev *d, const char *path)
 typedef struct run {
     poet_dev *d;
     poet_dev_memory need;
+    unsigned char *spare, *spare_end; /* pool bytes the library does not use */
+    long patches;
     long steps_done;
     float loss;
     uint64_t step_ticks;
@@ -185,6 +192,7 @@ static void report(const run *r, const args *a)
     memcpy(&loss_bits, &r->loss, sizeof loss_bits);
     put_str("poet-device {");
     put_field("steps", (uint64_t)r->steps_done);
+    put_field("patches", (uint64_t)r->patches);
     put_field("loss_bits", loss_bits);
     put_field("ram_static_bytes", (uint64_t)(__bss_end - __data_start));
     put_field("stack_peak_bytes", board_stack_peak_bytes());
@@ -264,23 +272,57 @@ static int open_dev(run *r, const args *a, poet_dev_storage *st, sd_card *card, 
     }
     if (poet_dev_open(&r->d, image, (size_t)len, __pool_start, give, use, a->profile ? ticks_as_seconds : NULL, &err))
         return refuse("", err.msg);
+    r->spare = __pool_start + (r->need.total_bytes + 7) / 8 * 8, r->spare_end = __pool_start + give;
     return 0;
+}
+
+/* The patches of a file, one after the other, each read into the pool's
+ * spare bytes (its header says its length) and applied. */
+static int apply_patches(run *r, const char *path)
+{
+    int h = sh_open(path, SH_READ_BINARY);
+    if (h < 0) return fail("cannot open the patch file ", path);
+    int rc = 0;
+    size_t head = 24, room = (size_t)(r->spare_end - r->spare);
+    if (room < head) rc = refuse("no spare RAM to read a patch into", "");
+    while (rc == 0) {
+        int left = sh_read(h, r->spare, head); /* bytes not read */
+        if (left == (int)head) break;          /* the end of the file, between patches */
+        uint64_t len = 0;
+        for (int i = 7; i >= 0; i--) len = len << 8 | r->spare[16 + i];
+        poet_err err = {0};
+        if (left || len < head)
+            rc = refuse("the patch file holds something other than patches", "");
+        else if (len > room)
+            rc = refuse("a patch does not fit the spare RAM", "");
+        else if (sh_read(h, r->spare + head, (size_t)(len - head)) != 0)
+            rc = refuse("the patch file ends inside a patch", "");
+        else if (poet_dev_patch_apply(r->d, r->spare, (size_t)len, &err))
+            rc = refuse("", err.msg);
+        else
+            r->patches++;
+    }
+    sh_close(h);
+    return rc;
 }
 
 int main(void)
 {
     args a;
-    if (!parse(&a)) return fail("usage: --steps=N --data=FILE [--storage=FILE|ram] [--weights=FILE] ...", "");
+    if (!parse(&a)) return fail("usage: [--patches=FILE] [--steps=N --data=FILE] [--storage=FILE|ram] ...", "");
     static run r;
     static sd_card card;
     static ram_store ram;
     poet_dev_storage st;
     int rc = open_dev(&r, &a, &st, &card, &ram);
     if (rc) return rc;
-    int data = sh_open(a.data, SH_READ_BINARY);
-    if (data < 0) return fail("cannot open the data file ", a.data);
-    rc = train(&r, &a, data);
-    sh_close(data);
+    if (a.patches) rc = apply_patches(&r, a.patches);
+    if (!rc && a.steps) {
+        int data = sh_open(a.data, SH_READ_BINARY);
+        if (data < 0) return fail("cannot open the data file ", a.data);
+        rc = train(&r, &a, data);
+        sh_close(data);
+    }
     write_weights(r.d, a.weights);
     report(&r, &a);
     return rc;

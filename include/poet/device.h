@@ -189,6 +189,23 @@ poet_status poet_dev_patch_check(const poet_dev *d, const void *patch, size_t le
  * (it belonged to the old weights). */
 poet_status poet_dev_patch_apply(poet_dev *d, const void *patch, size_t len, poet_err *err);
 
+/* ---- the model on storage ---- */
+
+/* Bytes the model store takes: two slots of weights and buffers. */
+uint64_t poet_dev_store_bytes(const poet_dev *d);
+
+/* Saves the weights and buffers to the store at storage offset `at` (a
+ * multiple of 8, past the bytes the schedule pages), into the slot that is
+ * not current, the body made durable before the header that makes it
+ * current: power lost at any moment of a save leaves the model saved
+ * before it or this one, never a mix. */
+poet_status poet_dev_store_save(poet_dev *d, const poet_dev_storage *st, uint64_t at, poet_err *err);
+
+/* Loads the newest slot whose header and CRC-32 check out, and zeroes the
+ * optimizer state. POET_ERR_NOT_FOUND (nothing changed) when no slot holds
+ * a model of this graph; after a read error the weights are undefined. */
+poet_status poet_dev_store_load(poet_dev *d, const poet_dev_storage *st, uint64_t at, poet_err *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,6 +5,8 @@
 
 #include "poet/device.h"
 
+#include <string.h>
+
 #include "image.h"
 
 struct poet_dev {
@@ -23,5 +25,14 @@ struct poet_dev {
     uint64_t step;
     poet_dev_stats stats;
 };
+
+/* New weights (a patch, a saved model) make the optimizer state stale:
+ * start it afresh. */
+static inline void dev_forget_optimizer(poet_dev *d)
+{
+    memset(d->opt_m, 0, 4 * d->h->n_params);
+    if (d->opt_v) memset(d->opt_v, 0, 4 * d->h->n_params);
+    d->step = 0;
+}
 
 #endif

@@ -213,8 +213,6 @@ poet_status poet_dev_patch_apply(poet_dev *d, const void *patch, size_t len, poe
     uint8_t digest[32];
     walk(d, &v, d->params, digest);
     for (uint64_t i = 0; i < v.info.state; i++) d->state[i] = f32_at(v.state, i);
-    memset(d->opt_m, 0, 4 * d->h->n_params);
-    if (d->opt_v) memset(d->opt_v, 0, 4 * d->h->n_params);
-    d->step = 0;
+    dev_forget_optimizer(d);
     return POET_OK;
 }
