@@ -371,5 +371,45 @@ refuse "update: method" "--method must be full, dpu, gcpu, rpu or prune" "$poet"
 refuse "update: too few examples" "training examples: 20 rounds from 200" "$poet" update --model mlp_digits_wide \
     --rounds 20 --epochs 1
 
+# ---- partial training ----
+num() { sed -n "s/.*\"$1\":[[:space:]]*\([0-9.e+-]*\).*/\1/p" "$2" | head -1; }
+ok "graph --train all" "$poet" graph --model cnn_digits --device m4 --json
+cp "$tmp/out" "$tmp/all.json"
+ok "graph --train last:1" "$poet" graph --model cnn_digits --device m4 --train last:1 --json
+has "graph json has persistent_bytes" '"persistent_bytes"' "$tmp/out"
+if [ "$(num keep_all_peak_bytes "$tmp/out")" -lt "$(num keep_all_peak_bytes "$tmp/all.json")" ] &&
+    [ "$(num persistent_bytes "$tmp/out")" -lt "$(num persistent_bytes "$tmp/all.json")" ]; then
+    passed=$((passed + 1))
+else
+    failed=$((failed + 1))
+    echo "FAIL: --train last:1 does not lower the keep-all peak and the persistent state"
+fi
+ok "graph nodes" "$poet" graph --model mlp_digits --device m4 --nodes "$tmp/nodes.json"
+last=$(/usr/bin/python3 -c 'import json,sys; print([n["name"] for n in json.load(open(sys.argv[1])) if n.get("params")][-1])' "$tmp/nodes.json")
+printf '# the classifier only\n%s all\n' "$last" >"$tmp/mask.txt"
+ok "train --train mask:FILE" "$poet" train --model mlp_digits --device m4 --budget 100% --train "mask:$tmp/mask.txt" \
+    --steps 20 --json
+cp "$tmp/out" "$tmp/mask.json"
+ok "train --train last:1" "$poet" train --model mlp_digits --device m4 --budget 100% --train last:1 --steps 20 --json
+if [ "$(sha_of "$tmp/out")" = "$(sha_of "$tmp/mask.json")" ]; then passed=$((passed + 1)); else
+    failed=$((failed + 1))
+    echo "FAIL: a mask naming the last layer trains other weights than last:1"
+fi
+ok "train --train biases" "$poet" train --model mlp_digits --device m4 --budget 100% --train biases --steps 20 --json
+if [ "$(sha_of "$tmp/out")" != "$(sha_of "$tmp/mask.json")" ]; then passed=$((passed + 1)); else
+    failed=$((failed + 1))
+    echo "FAIL: biases and last:1 train the same weights"
+fi
+refuse "train: bad spec" "expected all, biases, last:N" "$poet" train --model mlp_digits --device m4 --budget 100% \
+    --train most
+refuse "graph: too many layers" "has 2 layers with parameters" "$poet" graph --model mlp_digits --device m4 --train last:3
+printf 'nowhere all\n' >"$tmp/badmask.txt"
+refuse "plan: unknown node in mask" "line 1: no node 'nowhere'" "$poet" plan --model mlp_digits --device m4 \
+    --budget 100% --train "mask:$tmp/badmask.txt"
+refuse "plan: --train with --instance" "--train apply to --model and --onnx" "$poet" plan --instance "$tmp/g.json" \
+    --budget 50% --train biases
+refuse "update: --train" "chooses what each round trains" "$poet" update --model mlp_digits_wide --train biases
+ok "ONNX --train last:2" "$poet" graph --onnx "$onnx/digits_cnn.onnx" --device m4 --train last:2 --json
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -74,6 +74,17 @@ check "Adam: bit-identical" "$([ -s "$tmp/adam.json" ] && [ "$(field "$tmp/adam.
 check "storage in RAM: bit-identical, and it pages" \
     "$([ -s "$tmp/ram.json" ] && [ "$(field "$tmp/ram.json" bit_identical)" = true ] && [ "$(field "$tmp/ram.json" paged_bytes)" -gt 0 ] && echo 0 || echo 1)" "$(head -c 300 "$tmp/ram.err")"
 
+# partial training: the last five layers with parameters, under a schedule,
+# on the device to the host's bits; frozen layers hold no optimizer state
+"$poet" emulate "${common[@]}" --budget 64% --runtime-factor 1.2 --steps 3 --train last:5 --optimizer adam --json \
+    >"$tmp/part.json" 2>"$tmp/part.err"
+check "--train last:5: bit-identical to the host" \
+    "$([ -s "$tmp/part.json" ] && [ "$(field "$tmp/part.json" bit_identical)" = true ] && echo 0 || echo 1)" "$(head -c 300 "$tmp/part.err")"
+if [ -s "$tmp/part.json" ] && [ -s "$tmp/adam.json" ]; then
+    check "--train last:5 needs less persistent RAM than training all" \
+        "$([ "$(field "$tmp/part.json" persistent_bytes)" -lt "$(field "$tmp/adam.json" persistent_bytes)" ] && echo 0 || echo 1)"
+fi
+
 # a model imported from ONNX (tests/data/onnx/digits_cnn.onnx, its weights the initial ones)
 "$poet" emulate --onnx "$(dirname "$0")/data/onnx/digits_cnn.onnx" --data digits --batch 8 --budget 70% \
     --runtime-factor 1.2 --steps 2 --seed 7 --time-limit 3 --json >"$tmp/onnx.json" 2>"$tmp/onnx.err"

@@ -59,7 +59,7 @@ int main(int argc, char **argv)
 {
     if (argc != 6) return fprintf(stderr, "usage: onnx_dump MODEL.onnx BATCH X.bin Y.bin DIR\n"), 2;
     poet_err err = {0};
-    poet_onnx_options o = {atoi(argv[2]), NULL, NULL};
+    poet_onnx_options o = {atoi(argv[2]), NULL, NULL, NULL};
     poet_onnx_model *m = NULL;
     if (poet_onnx_import(argv[1], &o, &m, &err)) return fail(argv[1], &err);
     rig r;

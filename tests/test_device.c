@@ -185,7 +185,7 @@ static void test_conv_chunking(uint64_t seed)
         for (int k = 0; k < 4; k++) {
             kernel_ctx f = {.nodes = nodes, .n = &nodes[1], .in = {x}, .out = y, .params = w, .work = work,
                             .work_floats = kk * chunks[k], .training = true};
-            kernel_ctx b = {.nodes = nodes, .n = &nodes[2], .in = {dy, x}, .out = dx, .params = w, .grads = gw,
+            kernel_ctx b = {.nodes = nodes, .n = &nodes[2], .in = {dy, x}, .out = dx, .params = w, .grad_w = gw, .grad_b = gw + nw - (size_t)c.F,
                             .work = work, .work_floats = kk * chunks[k], .training = true};
             kernel_run(&f), kernel_run(&b);
             bool ok = same_bits(y, yr, ny) && same_bits(dx, dxr, nx) && same_bits(gw, gwr, nw - (size_t)c.F);

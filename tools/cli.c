@@ -168,18 +168,22 @@ int read_schedule(const char *path, poet_schedule *s, poet_instance *graph)
     return 0;
 }
 
-int load_graph(const char *cmd, const char *model, const char *onnx, int batch, poet_graph *zoo, poet_onnx_model **m,
-               const poet_graph **g)
+int load_graph(const char *cmd, const char *model, const char *onnx, const char *train, int batch, poet_graph *zoo,
+               poet_onnx_model **m, const poet_graph **g)
 {
     poet_err err = {0};
     *m = NULL;
     if (!model == !onnx) return usage_error(cmd, "give exactly one of --model and --onnx", NULL);
     if (model) {
         if (poet_zoo_build(model, batch, zoo, &err)) return lib_error(&err);
+        if (train && poet_graph_set_trainable(zoo, train, &err)) {
+            poet_graph_free(zoo);
+            return lib_error(&err);
+        }
         *g = zoo;
         return 0;
     }
-    poet_onnx_options o = {batch, NULL, NULL};
+    poet_onnx_options o = {batch, NULL, NULL, train};
     if (poet_onnx_import(onnx, &o, m, &err)) return lib_error(&err);
     *g = poet_onnx_graph(*m);
     return 0;
@@ -193,7 +197,8 @@ int load_instance(const char *cmd, const graph_src *src, poet_instance *inst)
     if ((src->model != NULL) + (src->onnx != NULL) + (src->instance != NULL) != 1)
         return usage_error(cmd, "give exactly one of --model, --onnx and --instance", NULL);
     if (src->instance) {
-        if (src->device || src->batch) return usage_error(cmd, "--device and --batch apply to --model and --onnx", NULL);
+        if (src->device || src->batch || src->train)
+            return usage_error(cmd, "--device, --batch and --train apply to --model and --onnx", NULL);
         return poet_instance_read_file(src->instance, inst, &err) ? lib_error(&err) : 0;
     }
     if (!src->device) return usage_error(cmd, "--model and --onnx need --device", NULL);
@@ -205,7 +210,7 @@ int load_instance(const char *cmd, const graph_src *src, poet_instance *inst)
     poet_onnx_model *m = NULL;
     const poet_graph *g = NULL;
     if (poet_device_find(src->device, &dev, &err)) return lib_error(&err);
-    int rc = load_graph(cmd, src->model, src->onnx, b, &zoo, &m, &g);
+    int rc = load_graph(cmd, src->model, src->onnx, src->train, b, &zoo, &m, &g);
     if (rc) return rc;
     poet_status st = poet_instance_from_graph(g, &dev, inst, &err);
     if (m) poet_onnx_free(m);

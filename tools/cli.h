@@ -47,18 +47,19 @@ int parse_opts(const char *cmd, int argc, char **argv, opt *opts, bool *help);
 /* Where a graph comes from: a zoo model or an ONNX file (with a device and
  * a batch), or a graph file. */
 typedef struct graph_src {
-    const char *model, *onnx, *device, *batch, *instance;
+    const char *model, *onnx, *device, *batch, *instance, *train;
 } graph_src;
 
 #define GRAPH_SRC_OPTS(s)                                                                                   \
     {"--model", true, &(s).model, NULL}, {"--onnx", true, &(s).onnx, NULL}, {"--device", true, &(s).device, NULL}, \
-        {"--batch", true, &(s).batch, NULL}, {"--instance", true, &(s).instance, NULL}
+        {"--batch", true, &(s).batch, NULL}, {"--instance", true, &(s).instance, NULL},                           \
+        {"--train", true, &(s).train, NULL}
 
 /* The training graph of a zoo model or an ONNX file (whose model, with its
- * weights, goes to *m; NULL for a zoo model). *g points at zoo or into *m.
- * 0 or an exit code. */
-int load_graph(const char *cmd, const char *model, const char *onnx, int batch, poet_graph *zoo, poet_onnx_model **m,
-               const poet_graph **g);
+ * weights, goes to *m; NULL for a zoo model), training what --train SPEC
+ * says (NULL: everything). *g points at zoo or into *m. 0 or an exit code. */
+int load_graph(const char *cmd, const char *model, const char *onnx, const char *train, int batch, poet_graph *zoo,
+               poet_onnx_model **m, const poet_graph **g);
 
 /* A schedule file, JSON or binary, and the graph a JSON one embeds
  * (graph->T == 0 where it holds none). 0 or an exit code. */

@@ -59,11 +59,12 @@ static void add_memory_json(cJSON *o, const poet_dev_memory *m)
 static const char EXPORT_HELP[] =
     "usage: poet export --model NAME --device DEV --budget BYTES|PCT% --out FILE\n"
     "                   [--batch N] [--seed S] [--planner NAME] [--runtime-factor F] [--time-limit S]\n"
-    "                   [--optimizer sgd|adam] [--lr X] [--chunk N] [--json]\n"
+    "                   [--optimizer sgd|adam] [--lr X] [--chunk N] [--train SPEC] [--json]\n"
     "Plans one training iteration under the budget and writes the device image:\n"
     "the graph's ops and shapes, the schedule as an instruction stream with arena\n"
     "offsets, the initial weights (from --seed) and the memory it takes. One\n"
     "firmware trains any image (include/poet/device.h, examples/firmware/).\n"
+    "  --train SPEC  what trains: all, biases, last:N or mask:FILE (docs/partial.md)\n"
     "  --chunk N     the kernels' scratch holds im2col chunks of N output positions\n"
     "                (default 16; 1 is the least memory, 0 whole images, the fastest)\n";
 
@@ -154,7 +155,7 @@ static const char EMULATE_HELP[] =
     "usage: poet emulate --model NAME --budget BYTES|PCT% [--steps N] [--batch N] [--seed S]\n"
     "                    [--data NAME] [--device DEV] [--planner NAME] [--runtime-factor F]\n"
     "                    [--time-limit S]\n"
-    "                    [--optimizer sgd|adam] [--lr X] [--chunk N]\n"
+    "                    [--optimizer sgd|adam] [--lr X] [--chunk N] [--train SPEC]\n"
     "                    [--storage sd|ram] [--json] [--keep DIR] [--timeout S]\n"
     "                    [--firmware ELF] [--qemu PATH] [--no-host]\n"
     "                    [--memory BYTES] [--fail-write N] [--fail-read N] [--profile]\n"
@@ -167,6 +168,7 @@ static const char EMULATE_HELP[] =
     "steps under the same schedule and under keep-all (--no-host skips those).\n"
     "A model that does not fit the board is refused before QEMU starts.\n"
     "  --steps N       training steps (default 5)\n"
+    "  --train SPEC    what trains: all, biases, last:N or mask:FILE (docs/partial.md)\n"
     "  --keep DIR      keep the image, data, storage and weights files there\n"
     "  --memory BYTES  hand the device library only this much of the pool\n"
     "  --fail-write N  the SD card's Nth write fails (fault injection); --fail-read too\n"

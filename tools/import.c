@@ -25,7 +25,7 @@ int cmd_import(int argc, char **argv)
     if (!file) return usage_error("import", "give the ONNX file first", NULL);
     int b = 0;
     if (batch && !parse_int(batch, 1, 65536, &b)) return usage_error("import", "--batch must be 1 to 65536, got", batch);
-    poet_onnx_options o = {b, input, output};
+    poet_onnx_options o = {b, input, output, NULL};
     poet_onnx_model *m = NULL;
     poet_err err = {0};
     if (poet_onnx_import(file, &o, &m, &err)) return lib_error(&err);

@@ -105,13 +105,15 @@ static int cmd_devices(int argc, char **argv)
 /* ---- poet graph ---- */
 static const char GRAPH_HELP[] =
     "usage: poet graph (--model NAME | --onnx FILE) --device DEV [--batch N] | --instance FILE\n"
-    "                  [--json] [--dot FILE] [--out FILE] [--nodes FILE]\n"
+    "                  [--train SPEC] [--json] [--dot FILE] [--out FILE] [--nodes FILE]\n"
     "Builds the training graph (forward, loss and backward) of a zoo model or an\n"
     "ONNX model priced on a device, or reads a graph file (POET's reference format\n"
     "or poet's own),\n"
     "and reports its size, the keep-all peak under POET's stage accounting, the\n"
     "smallest budget any schedule could meet, and full-memory energy and time.\n"
     "  --device DEV   a built-in device (poet devices) or a .json profile\n"
+    "  --train SPEC   what trains: all (default), biases, last:N or mask:FILE\n"
+    "                 (docs/partial.md); the backward pass follows it\n"
     "  --dot FILE     write the graph for Graphviz\n"
     "  --out FILE     write the costed graph in poet's own format\n"
     "  --nodes FILE   write the forward nodes (op, shape, bytes, FLOPs, parameters)\n"
@@ -139,6 +141,8 @@ static int report_graph(const poet_instance *inst, const poet_instance_stats *s,
         printf("  %-26s %.6g J\n", "full-memory energy", s->full_memory_energy_j);
         printf("  %-26s %.6g s\n", "full-memory compute time", s->full_memory_time_s);
         print_bytes("parameters", s->parameter_bytes);
+        print_bytes("of those, trained", s->gradient_bytes);
+        print_bytes("persistent state (SGD)", (double)poet_instance_persistent_bytes(inst, 1));
         return 0;
     }
     cJSON *o = cJSON_CreateObject();
@@ -155,6 +159,7 @@ static int report_graph(const poet_instance *inst, const poet_instance_stats *s,
     cJSON_AddNumberToObject(o, "full_memory_time_s", s->full_memory_time_s);
     cJSON_AddNumberToObject(o, "parameter_bytes", s->parameter_bytes);
     cJSON_AddNumberToObject(o, "gradient_bytes", s->gradient_bytes);
+    cJSON_AddNumberToObject(o, "persistent_bytes", (double)poet_instance_persistent_bytes(inst, 1));
     return print_json(o);
 }
 
@@ -167,7 +172,7 @@ static int write_nodes(const graph_src *src, const char *path)
     poet_graph zoo;
     poet_onnx_model *m = NULL;
     const poet_graph *g = NULL;
-    int rc = load_graph("graph", src->model, src->onnx, b, &zoo, &m, &g);
+    int rc = load_graph("graph", src->model, src->onnx, src->train, b, &zoo, &m, &g);
     if (rc) return rc;
     cJSON *arr = cJSON_CreateArray();
     for (int v = 0; arr && v < g->n_forward; v++) {
@@ -324,7 +329,7 @@ static int print_report(const report *r, bool json)
 
 /* ---- poet plan ---- */
 static const char PLAN_HELP[] =
-    "usage: poet plan (--model NAME --device DEV [--batch N] | --instance FILE)\n"
+    "usage: poet plan (--model NAME --device DEV [--batch N] [--train SPEC] | --instance FILE)\n"
     "                 --budget BYTES|PCT%|ram [--runtime-factor F] [--planner NAME]\n"
     "                 [--time-limit S] [--gap TOL] [--out FILE] [--json] [--allow-infeasible]\n"
     "                 [--no-paging | --no-remat] [--threads N] [--deterministic]\n"
@@ -341,6 +346,8 @@ static const char PLAN_HELP[] =
     "  --gap TOL         stop once the certified gap is at most TOL (0.1% by\n"
     "                    default; 0 asks for a proof of optimality)\n"
     "  --no-paging       remat only; --no-remat: paging only (fast, milp)\n"
+    "  --train SPEC      what trains: all (default), biases, last:N or mask:FILE\n"
+    "                    (docs/partial.md); the graph and the plan follow it\n"
     "  --threads N       solver threads; --deterministic: fixed seeds\n"
     "  --quiet           no progress line on stderr\n"
     "  --write-mps FILE  milp: write the model (FILE.mps) for other solvers\n"

@@ -87,7 +87,7 @@ int session_plan(const char *cmd, session *s, const train_opts *t, const train_v
     poet_device dev;
     memset(s, 0, sizeof *s);
     if (poet_device_find(t->device, &dev, &err)) return lib_error(&err);
-    int rc = load_graph(cmd, t->model, t->onnx, v->batch, &s->zoo, &s->onnx, &s->g);
+    int rc = load_graph(cmd, t->model, t->onnx, t->train, v->batch, &s->zoo, &s->onnx, &s->g);
     if (rc) return rc;
     if (poet_instance_from_graph(s->g, &dev, &s->inst, &err)) return lib_error(&err);
     const char *what = t->model ? t->model : t->onnx;

@@ -8,7 +8,7 @@
 /* The options that say what to train and how. */
 typedef struct train_opts {
     const char *model, *onnx, *device, *budget, *data, *data_dir, *planner, *factor, *batch, *seed, *optimizer, *lr;
-    const char *time_limit, *schedule;
+    const char *time_limit, *schedule, *train;
 } train_opts;
 
 #define TRAIN_OPTS(t)                                                                                                \
@@ -18,7 +18,7 @@ typedef struct train_opts {
         {"--runtime-factor", true, &(t).factor, NULL}, {"--batch", true, &(t).batch, NULL},                         \
         {"--seed", true, &(t).seed, NULL}, {"--optimizer", true, &(t).optimizer, NULL},                             \
         {"--lr", true, &(t).lr, NULL}, {"--time-limit", true, &(t).time_limit, NULL},                             \
-        {"--schedule", true, &(t).schedule, NULL}
+        {"--schedule", true, &(t).schedule, NULL}, {"--train", true, &(t).train, NULL}
 
 /* ... their values, checked. */
 typedef struct train_values {

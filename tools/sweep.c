@@ -13,7 +13,7 @@ static const char SWEEP_HELP[] =
     "usage: poet sweep (--model NAME --device DEV [--batch N] | --instance FILE)\n"
     "                  [--from BYTES|PCT%] [--to BYTES|PCT%] [--points N]\n"
     "                  [--runtime-factor F[,F...]] [--series LIST] [--time-limit S]\n"
-    "                  [--svg FILE] [--json]\n"
+    "                  [--train SPEC] [--svg FILE] [--json]\n"
     "Plans the model at N budgets evenly spaced from --from (default: the smallest\n"
     "feasible budget) to --to (default 100% of the keep-all peak), for each\n"
     "runtime factor (default 1.5), with every series; validates and simulates\n"
@@ -23,6 +23,7 @@ static const char SWEEP_HELP[] =
     "off), or any planner name; default joint,remat-only,paging-only,chen-sqrt,\n"
     "remat-dtr,paging,hybrid.\n"
     "  --points N        2 to 100 (default 8)\n"
+    "  --train SPEC      what trains: all (default), biases, last:N or mask:FILE\n"
     "  --time-limit S    per point for fast and milp, default 10 s\n";
 
 enum { MAX_SERIES = 16, MAX_FACTORS = 8 };

@@ -59,6 +59,7 @@ static int check_args(update_args *a, update_values *u)
     int rc = train_opts_check(cmd, &a->t, &u->v);
     if (rc) return rc;
     if (!u->v.data) return usage_error(cmd, "give --data (digits or fashion-mnist) for this model", NULL);
+    if (a->t.train) return usage_error(cmd, "--train: poet update chooses what each round trains (--method, --k)", NULL);
     u->o = (poet_update_options){POET_UPDATE_DPU, 0.01, 10, a->reinit, u->v.seed, a->always_send};
     u->rounds = 10, u->start = 200, u->step = 100, u->val = 300;
     if (a->method && !poet_update_method_parse(a->method, &u->o.method))

@@ -74,7 +74,8 @@ typedef struct poet_instance {
     int n_edges;
     poet_edge *edges;        /* in file order; POET's files repeat one edge */
     double parameter_bytes;  /* weights and buffers; outside the activation budget */
-    double gradient_bytes;   /* weight gradients; outside the activation budget */
+    double gradient_bytes;   /* gradients of the weights that train; outside the activation budget */
+    double buffer_bytes;     /* of parameter_bytes, batch norm statistics and constants */
     bool runnable;           /* built from a zoo model the runtime can execute */
 } poet_instance;
 

@@ -73,7 +73,9 @@ enum {
     POET_ATTR_OPERAND_LEFT = 16,  /* ... and it is the left argument */
     POET_ATTR_KEEPDIMS = 32,      /* global_avgpool: output N, C, 1, 1 */
     POET_ATTR_NO_AFFINE = 64,     /* layernorm: no gamma and beta */
-    POET_ATTR_GELU_ERF = 128      /* gelu: exact, x Phi(x), rather than the tanh approximation */
+    POET_ATTR_GELU_ERF = 128,     /* gelu: exact, x Phi(x), rather than the tanh approximation */
+    POET_ATTR_FREEZE_WEIGHTS = 256, /* the weights (conv, linear), gamma (norms) or parameter operand do not train */
+    POET_ATTR_FREEZE_BIAS = 512     /* the bias (conv, linear) or beta (norms) does not train */
 };
 
 /* Every field is 4 bytes, so the struct has one layout everywhere (the
@@ -143,7 +145,39 @@ int poet_graph_add(poet_graph *g, poet_op op, const int *inputs, int n_inputs,
  * tensors with several consumers in explicit POET_OP_GRAD_SUM nodes. */
 poet_status poet_graph_autodiff(poet_graph *g, int loss, poet_err *err);
 
+/* A node's parameters are one or two tensors: its weights (conv, linear),
+ * gamma (norms) or parameter operand, then its bias or beta. */
+static inline void poet_param_split(poet_op op, const poet_attrs *a, uint64_t params, uint64_t *weights,
+                                    uint64_t *bias)
+{
+    uint64_t b = 0;
+    if ((op == POET_OP_CONV2D || op == POET_OP_LINEAR) && !(a->flags & POET_ATTR_NO_BIAS)) b = (uint64_t)a->features;
+    if (op == POET_OP_BATCHNORM2D || op == POET_OP_LAYERNORM) b = params / 2;
+    if (b > params) b = 0;
+    *weights = params - b;
+    *bias = b;
+}
+
+/* Of a node's parameters, those that train (the POET_ATTR_FREEZE_* flags). */
+static inline uint64_t poet_param_trained(poet_op op, const poet_attrs *a, uint64_t params)
+{
+    uint64_t w, b;
+    poet_param_split(op, a, params, &w, &b);
+    return (a->flags & POET_ATTR_FREEZE_WEIGHTS ? 0 : w) + (a->flags & POET_ATTR_FREEZE_BIAS ? 0 : b);
+}
+
+/* Chooses which parameter tensors train and derives the backward pass
+ * again (poet_graph_autodiff), so that it computes and saves only what
+ * those gradients need: nothing below the lowest trained layer, and no
+ * input of a layer whose weights are frozen kept for their gradient.
+ * spec (docs/partial.md): "all"; "biases" (biases and norms' beta);
+ * "last:N" (the last N nodes with parameters); "mask:FILE" (lines "NODE
+ * all|weights|bias"; nodes not named are frozen). g must have its backward
+ * pass; on failure it is unchanged. */
+poet_status poet_graph_set_trainable(poet_graph *g, const char *spec, poet_err *err);
+
 uint64_t poet_graph_param_count(const poet_graph *g);  /* trainable */
+uint64_t poet_graph_trained_count(const poet_graph *g); /* of those, the ones that train */
 uint64_t poet_graph_buffer_count(const poet_graph *g); /* non-trainable */
 uint64_t poet_shape_numel(const poet_shape *s);
 

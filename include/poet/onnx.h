@@ -24,6 +24,7 @@ typedef struct poet_onnx_options {
     int batch;          /* rows of a batch; 0: the model's own (a fixed first dimension, or 1) */
     const char *input;  /* the data input's name; NULL: the first graph input that is not an initializer */
     const char *output; /* the logits' name; NULL: the first graph output */
+    const char *train;  /* what trains (poet_graph_set_trainable); NULL: all */
 } poet_onnx_options;
 
 typedef struct poet_onnx_model poet_onnx_model;

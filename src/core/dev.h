@@ -30,8 +30,8 @@ struct poet_dev {
  * start it afresh. */
 static inline void dev_forget_optimizer(poet_dev *d)
 {
-    memset(d->opt_m, 0, 4 * d->h->n_params);
-    if (d->opt_v) memset(d->opt_v, 0, 4 * d->h->n_params);
+    memset(d->opt_m, 0, 4ull * d->h->n_trained);
+    if (d->opt_v) memset(d->opt_v, 0, 4ull * d->h->n_trained);
     d->step = 0;
 }
 

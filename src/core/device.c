@@ -143,6 +143,9 @@ static const char *node_problem(const img_header *h, const knode *nodes, uint32_
     if ((n->op == POET_OP_INPUT && v != h->input) || (n->op == POET_OP_SOFTMAX_CE && v != h->loss))
         return "a second input or loss";
     if (backward ? !grad_shapes_ok(nodes, n, (int)v) : !forward_shapes_ok(nodes, n)) return "shapes of its op";
+    if (backward ? n->op == POET_OP_GRAD && n->grad_at != nodes[n->fwd].grad_at
+                 : (uint64_t)n->grad_at + knode_trained(n) > h->n_trained)
+        return "gradients outside the image";
     return NULL;
 }
 
@@ -185,6 +188,8 @@ static poet_status check_body(const uint8_t *img, const img_header *h, poet_err 
     if (h->n_nodes < 2 || h->n_nodes > 65535 || h->n_forward > h->n_nodes || h->loss >= h->n_forward ||
         h->input >= h->n_forward)
         bad = "node counts";
+    else if (h->n_trained > h->n_params)
+        bad = "trained parameter count";
     else if (h->rows == 0 || h->classes == 0)
         bad = "batch shape";
     else if (h->optimizer > KOPT_ADAM || !(h->lr >= 0 && h->lr <= 10))
@@ -220,15 +225,15 @@ typedef struct layout {
 static layout layout_of(const img_header *h)
 {
     layout L;
-    uint64_t at = 0, np = 4 * h->n_params, ns = 4 * h->n_state;
+    uint64_t at = 0, np = 4 * h->n_params, nt = 4ull * h->n_trained, ns = 4 * h->n_state;
     uint32_t nb = h->train.n_buffers > h->eval.n_buffers ? h->train.n_buffers : h->eval.n_buffers;
 #define PLACE(field, bytes) (L.field = at, at = align_up(at + (bytes)))
     PLACE(dev, sizeof(poet_dev));
     PLACE(arena, h->train.arena_bytes);
     PLACE(params, np);
-    PLACE(grads, np);
-    PLACE(opt_m, np);
-    PLACE(opt_v, h->optimizer == KOPT_ADAM ? np : 0);
+    PLACE(grads, nt);
+    PLACE(opt_m, nt);
+    PLACE(opt_v, h->optimizer == KOPT_ADAM ? nt : 0);
     PLACE(state, ns);
     PLACE(state_next, ns);
     PLACE(batch, 4 * h->batch_numel);
@@ -304,9 +309,9 @@ poet_status poet_dev_open(poet_dev **out, const void *image, size_t image_bytes,
                     .live = (int32_t *)(void *)(m + L.live), .pending = (long *)(void *)(m + L.pending),
                     .work = (float *)(void *)(m + L.work)};
     memcpy(d->params, img + h->params_at, 4 * h->n_params);
-    memset(d->grads, 0, 4 * h->n_params);
-    memset(d->opt_m, 0, 4 * h->n_params);
-    if (d->opt_v) memset(d->opt_v, 0, 4 * h->n_params);
+    memset(d->grads, 0, 4ull * h->n_trained);
+    memset(d->opt_m, 0, 4ull * h->n_trained);
+    if (d->opt_v) memset(d->opt_v, 0, 4ull * h->n_trained);
     memcpy(d->state, img + h->state_at, 4 * h->n_state);
     d->stats.arena_bytes = h->train.arena_bytes;
     *out = d;
@@ -347,7 +352,14 @@ static poet_status compute(poet_dev *d, const kbuffer *bufs, const kinstr *in, b
                     .dropout_seed = rt_mix64(d->h->seed ^ rt_mix64(d->step + 0x5eed)), .work = d->work,
                     .work_floats = (size_t)(d->h->workspace_bytes / 4), .training = training};
     /* side effects belong to a node's own stage, never to a recomputation */
-    if (first && n->op == POET_OP_GRAD && n->params) c.grads = d->grads + n->param_at;
+    if (first && n->op == POET_OP_GRAD && n->params) {
+        const knode *f = &d->nodes[n->fwd];
+        uint64_t w, b;
+        poet_param_split((poet_op)f->op, &f->attrs, f->params, &w, &b);
+        bool tw = w && !(f->attrs.flags & POET_ATTR_FREEZE_WEIGHTS), tb = b && !(f->attrs.flags & POET_ATTR_FREEZE_BIAS);
+        c.grad_w = tw ? d->grads + n->grad_at : NULL;
+        c.grad_b = tb ? d->grads + n->grad_at + (tw ? w : 0) : NULL;
+    }
     if (first && n->op == POET_OP_BATCHNORM2D) c.running_out = d->state_next + n->buffer_at;
     for (int j = 0; j < n->n_inputs; j++)
         if (!(c.in[j] = tensor(d, bufs, n->inputs[j])))
@@ -457,33 +469,46 @@ static double pow_uint(double b, uint64_t e)
     return r;
 }
 
-static inline void optimizer_update_one(poet_dev *d, uint64_t i, float c1, float c2)
+/* Parameter p, whose gradient and optimizer state are at g. */
+static inline void optimizer_update_one(poet_dev *d, uint64_t p, uint64_t g, float c1, float c2)
 {
     const img_header *h = d->h;
-    float g = d->grads[i] + h->weight_decay * d->params[i];
+    float grad = d->grads[g] + h->weight_decay * d->params[p];
     if (h->optimizer == KOPT_SGD) {
-        d->opt_m[i] = h->momentum * d->opt_m[i] + g;
-        d->params[i] -= h->lr * d->opt_m[i];
+        d->opt_m[g] = h->momentum * d->opt_m[g] + grad;
+        d->params[p] -= h->lr * d->opt_m[g];
     } else {
-        d->opt_m[i] = h->beta1 * d->opt_m[i] + (1 - h->beta1) * g;
-        d->opt_v[i] = h->beta2 * d->opt_v[i] + (1 - h->beta2) * g * g;
-        d->params[i] -= h->lr * (d->opt_m[i] / c1) / (poet_sqrtf(d->opt_v[i] / c2) + h->eps);
+        d->opt_m[g] = h->beta1 * d->opt_m[g] + (1 - h->beta1) * grad;
+        d->opt_v[g] = h->beta2 * d->opt_v[g] + (1 - h->beta2) * grad * grad;
+        d->params[p] -= h->lr * (d->opt_m[g] / c1) / (poet_sqrtf(d->opt_v[g] / c2) + h->eps);
     }
 }
 
 /* Parameters outside the train mask keep their value and their optimizer
  * state. Without a mask the loop tests no bit: on a 32-bit core the test
  * costs more than the update. */
+static void optimizer_update_range(poet_dev *d, uint64_t p, uint64_t g, uint64_t count, float c1, float c2)
+{
+    const uint8_t *mask = d->train_mask;
+    if (!mask)
+        for (uint64_t i = 0; i < count; i++) optimizer_update_one(d, p + i, g + i, c1, c2);
+    else
+        for (uint64_t i = 0; i < count; i++)
+            if (mask[(p + i) / 8] >> ((p + i) % 8) & 1) optimizer_update_one(d, p + i, g + i, c1, c2);
+}
+
+/* Frozen tensors have neither gradients nor optimizer state. */
 static void optimizer_update(poet_dev *d)
 {
     const img_header *h = d->h;
     float c1 = (float)(1.0 - pow_uint(h->beta1, d->step + 1)), c2 = (float)(1.0 - pow_uint(h->beta2, d->step + 1));
-    const uint8_t *mask = d->train_mask;
-    if (!mask)
-        for (uint64_t i = 0; i < h->n_params; i++) optimizer_update_one(d, i, c1, c2);
-    else
-        for (uint64_t i = 0; i < h->n_params; i++)
-            if (mask[i / 8] >> (i % 8) & 1) optimizer_update_one(d, i, c1, c2);
+    for (uint32_t v = 0; v < h->n_forward; v++) {
+        const knode *n = &d->nodes[v];
+        uint64_t w, b, g = n->grad_at;
+        poet_param_split((poet_op)n->op, &n->attrs, n->params, &w, &b);
+        if (w && !(n->attrs.flags & POET_ATTR_FREEZE_WEIGHTS)) optimizer_update_range(d, n->param_at, g, w, c1, c2), g += w;
+        if (b && !(n->attrs.flags & POET_ATTR_FREEZE_BIAS)) optimizer_update_range(d, n->param_at + w, g, b, c1, c2);
+    }
 }
 
 poet_status poet_dev_step(poet_dev *d, const float *x, const int32_t *labels, float *loss, poet_err *err)
@@ -573,7 +598,7 @@ const float *poet_dev_weights(const poet_dev *d, uint64_t *count)
 
 const float *poet_dev_gradients(const poet_dev *d, uint64_t *count)
 {
-    *count = d->h->n_params;
+    *count = d->h->n_trained;
     return d->grads;
 }
 
@@ -597,19 +622,22 @@ void poet_dev_weights_sha256(const poet_dev *d, char hex[65])
 
 /* ---- state ---- */
 
-size_t poet_dev_state_bytes(const poet_dev *d) { return (size_t)(4 * (3 * d->h->n_params + d->h->n_state) + 8); }
+size_t poet_dev_state_bytes(const poet_dev *d)
+{
+    return (size_t)(4 * (d->h->n_params + 2ull * d->h->n_trained + d->h->n_state) + 8);
+}
 
 void poet_dev_state_save(const poet_dev *d, void *dst)
 {
     unsigned char *p = dst;
-    size_t np = 4 * d->h->n_params, ns = 4 * d->h->n_state;
+    size_t np = 4 * d->h->n_params, nt = 4 * (size_t)d->h->n_trained, ns = 4 * d->h->n_state;
     memcpy(p, d->params, np), p += np;
-    memcpy(p, d->opt_m, np), p += np;
+    memcpy(p, d->opt_m, nt), p += nt;
     if (d->opt_v)
-        memcpy(p, d->opt_v, np);
+        memcpy(p, d->opt_v, nt);
     else
-        memset(p, 0, np);
-    p += np;
+        memset(p, 0, nt);
+    p += nt;
     memcpy(p, d->state, ns), p += ns;
     le_put(p, d->step, 8);
 }
@@ -619,13 +647,13 @@ poet_status poet_dev_state_load(poet_dev *d, const void *src, size_t len, poet_e
     if (len != poet_dev_state_bytes(d))
         return poet_fail(err, POET_ERR_INVALID, "state holds %zu bytes; this model needs %zu", len, poet_dev_state_bytes(d));
     const unsigned char *p = src;
-    size_t np = 4 * d->h->n_params, ns = 4 * d->h->n_state;
-    uint64_t step = le_get(p + 3 * np + ns, 8);
+    size_t np = 4 * d->h->n_params, nt = 4 * (size_t)d->h->n_trained, ns = 4 * d->h->n_state;
+    uint64_t step = le_get(p + np + 2 * nt + ns, 8);
     if (step >> 63) return poet_fail(err, POET_ERR_INVALID, "state has a negative step count");
     memcpy(d->params, p, np);
-    memcpy(d->opt_m, p + np, np);
-    if (d->opt_v) memcpy(d->opt_v, p + 2 * np, np);
-    memcpy(d->state, p + 3 * np, ns);
+    memcpy(d->opt_m, p + np, nt);
+    if (d->opt_v) memcpy(d->opt_v, p + np + nt, nt);
+    memcpy(d->state, p + np + 2 * nt, ns);
     d->step = step;
     return POET_OK;
 }
@@ -633,8 +661,10 @@ poet_status poet_dev_state_load(poet_dev *d, const void *src, size_t len, poet_e
 float *poet_dev_params(poet_dev *d, int node, bool gradient, uint64_t *count)
 {
     if (node < 0 || (uint32_t)node >= d->h->n_forward) return NULL;
-    *count = d->nodes[node].params;
-    return (gradient ? d->grads : d->params) + d->nodes[node].param_at;
+    const knode *n = &d->nodes[node];
+    *count = gradient ? knode_trained(n) : n->params;
+    if (!*count) return NULL;
+    return gradient ? d->grads + n->grad_at : d->params + n->param_at;
 }
 
 float *poet_dev_buffers(poet_dev *d, int node, uint64_t *count)

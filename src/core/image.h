@@ -15,7 +15,7 @@
 #include "poet/graph.h"
 
 #define POET_IMAGE_MAGIC "POETIMG"  /* and a NUL: 8 bytes */
-#define POET_IMAGE_VERSION 2u
+#define POET_IMAGE_VERSION 3u
 #define POET_IMAGE_ALIGN 8u         /* every section starts at a multiple */
 
 /* What a grad node's inputs are, in this order: the incoming gradient,
@@ -40,6 +40,8 @@ typedef struct knode {
     uint32_t buffer_at, buffers; /* batch norm statistics; grad nodes: of fwd */
     uint32_t numel;              /* of the output */
     uint32_t reads;              /* grad nodes: which inputs are what (KR_*) */
+    uint32_t grad_at;            /* its trained parameters' gradients and optimizer state: where they start in
+                                    blocks of n_trained floats (poet_param_trained); grad nodes: of fwd */
 } knode;
 
 /* One instruction of a program: the operations of poet_instr_op (checked
@@ -77,7 +79,8 @@ typedef struct img_header {
     uint32_t nodes_at, slots_at, params_at, state_at, schedule_at, schedule_bytes;
     uint32_t optimizer;             /* poet_optimizer_kind */
     float lr, momentum, beta1, beta2, eps, weight_decay;
-    uint32_t reserved0, reserved1; /* keep the 8-byte fields aligned without padding */
+    uint32_t n_trained;             /* floats of the parameters that train: gradients and optimizer state */
+    uint32_t reserved1;             /* keep the 8-byte fields aligned without padding */
     uint64_t seed;
     uint64_t n_params, n_state;     /* floats: parameters; batch norm statistics */
     uint64_t batch_numel;           /* floats of one batch's input */
@@ -96,6 +99,12 @@ static inline uint64_t knode_weights(const knode *n)
     if (n->op == POET_OP_CONV2D) return n->params - bias * (uint64_t)n->dim[1];
     if (n->op == POET_OP_LINEAR) return n->params - bias * (uint64_t)n->dim[n->ndim - 1];
     return 0;
+}
+
+/* Of a forward node's parameters, the floats that train. */
+static inline uint64_t knode_trained(const knode *n)
+{
+    return poet_param_trained((poet_op)n->op, &n->attrs, n->params);
 }
 
 /* How many of nodes[0..n) have such weights (a patch that re-initializes
@@ -122,7 +131,7 @@ static inline uint64_t knode_fan_in(const knode *nodes, const knode *n)
 double image_init_bound(const knode *nodes, int v);
 
 /* Fixed layouts: the same bytes on every platform poet builds for. */
-_Static_assert(sizeof(knode) == 220, "knode layout");
+_Static_assert(sizeof(knode) == 224, "knode layout");
 _Static_assert(sizeof(poet_attrs) == 140, "poet_attrs: 4-byte fields only");
 _Static_assert(sizeof(kinstr) == 8, "kinstr layout");
 _Static_assert(sizeof(kbuffer) == 16, "kbuffer layout");

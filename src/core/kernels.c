@@ -338,10 +338,10 @@ static void conv_backward_input(const kernel_ctx *c, conv_dims d, const float *d
 
 static void conv_backward_params(const kernel_ctx *c, conv_dims d, const float *dy, const float *x)
 {
-    float *dw = c->grads;
+    float *dw = c->grad_w;
     idx chunk = conv_chunk(c, d);
-    memset(dw, 0, (size_t)(d.F * d.KK) * sizeof(float));
-    for (idx n = 0; n < d.N; n++)
+    if (dw) memset(dw, 0, (size_t)(d.F * d.KK) * sizeof(float));
+    for (idx n = 0; dw && n < d.N; n++)
         for (idx gr = 0; gr < d.G; gr++)
             for (idx p0 = 0; p0 < d.PP; p0 += chunk) {
                 idx np = d.PP - p0 < chunk ? d.PP - p0 : chunk;
@@ -351,8 +351,8 @@ static void conv_backward_params(const kernel_ctx *c, conv_dims d, const float *
                                dw + gr * d.FG * d.KK, d.KK, NULL, true};
                 gemm(&g, d.FG, d.KK);
             }
-    if (!conv_has_bias(fwd_of(c))) return;
-    float *db = c->grads + d.F * d.KK;
+    float *db = c->grad_b;
+    if (!db) return;
     for (idx f = 0; f < d.F; f++) {
         float s = 0.0f;
         for (idx n = 0; n < d.N; n++) s += sum8(dy + (n * d.F + f) * d.PP, d.PP);
@@ -365,7 +365,7 @@ static void conv_backward(const kernel_ctx *c)
     grad_reads r = reads_of(c);
     conv_dims d = conv_dims_of(fwd_of(c), fwd_in(c, 0));
     if (c->n->wrt == 0) conv_backward_input(c, d, r.dy);
-    if (c->grads) conv_backward_params(c, d, r.dy, r.x0);
+    conv_backward_params(c, d, r.dy, r.x0);
 }
 
 /* ---- batch norm (training: batch statistics; inference: running) ---- */
@@ -424,13 +424,12 @@ static void batchnorm_backward(const kernel_ctx *c)
     const float *gamma = c->params;
     float m = (float)(d.N * d.HW), eps = fwd_of(c)->attrs.eps;
     for (idx ch = 0; ch < d.C; ch++) {
-        float mean, var, sdy = 0.0f, sdyx = 0.0f;
-        channel_stats(r.x0, d, ch, &mean, &var);
-        float inv = 1.0f / poet_sqrtf(var + eps);
-        for (idx n = 0; n < d.N; n++) {
-            idx at = (n * d.C + ch) * d.HW;
-            sdy += sum8(r.dy + at, d.HW);
-            sdyx += dot_xhat8(r.dy + at, r.x0 + at, mean, inv, d.HW);
+        float mean = 0.0f, var, inv = 0.0f, sdy = 0.0f, sdyx = 0.0f;
+        for (idx n = 0; n < d.N; n++) sdy += sum8(r.dy + (n * d.C + ch) * d.HW, d.HW);
+        if (r.x0) { /* not read where only beta trains */
+            channel_stats(r.x0, d, ch, &mean, &var);
+            inv = 1.0f / poet_sqrtf(var + eps);
+            for (idx n = 0; n < d.N; n++) sdyx += dot_xhat8(r.dy + (n * d.C + ch) * d.HW, r.x0 + (n * d.C + ch) * d.HW, mean, inv, d.HW);
         }
         if (c->n->wrt == 0) {
             float a = gamma[ch] * inv, mdy = sdy / m, mdyx = sdyx / m;
@@ -440,10 +439,8 @@ static void batchnorm_backward(const kernel_ctx *c)
                     c->out[at + i] = a * ((r.dy[at + i] - mdy) - ((r.x0[at + i] - mean) * inv) * mdyx);
             }
         }
-        if (c->grads) {
-            c->grads[ch] = sdyx;
-            c->grads[d.C + ch] = sdy;
-        }
+        if (c->grad_w) c->grad_w[ch] = sdyx;
+        if (c->grad_b) c->grad_b[ch] = sdy;
     }
 }
 
@@ -479,7 +476,13 @@ static void layernorm_backward(const kernel_ctx *c)
     idx D = last_dim(x), R = numel(x) / D;
     bool affine = !(f0->attrs.flags & POET_ATTR_NO_AFFINE);
     const float *gamma = c->params;
-    if (c->grads) memset(c->grads, 0, (size_t)(2 * D) * sizeof(float));
+    if (c->grad_w) memset(c->grad_w, 0, (size_t)D * sizeof(float));
+    if (c->grad_b) memset(c->grad_b, 0, (size_t)D * sizeof(float));
+    if (!g.x0) { /* only beta trains */
+        for (idx r = 0; r < R; r++)
+            for (idx j = 0; j < D; j++) c->grad_b[j] += g.dy[r * D + j];
+        return;
+    }
     for (idx r = 0; r < R; r++) {
         const float *xr = g.x0 + r * D, *dy = g.dy + r * D;
         float mean, inv, a = 0.0f, b = 0.0f;
@@ -488,10 +491,8 @@ static void layernorm_backward(const kernel_ctx *c)
             float xhat = (xr[j] - mean) * inv, dxhat = affine ? dy[j] * gamma[j] : dy[j];
             a += dxhat;
             b += dxhat * xhat;
-            if (c->grads) {
-                c->grads[j] += dy[j] * xhat;
-                c->grads[D + j] += dy[j];
-            }
+            if (c->grad_w) c->grad_w[j] += dy[j] * xhat;
+            if (c->grad_b) c->grad_b[j] += dy[j];
         }
         if (c->n->wrt == 0) {
             float ma = a / (float)D, mb = b / (float)D;
@@ -523,7 +524,6 @@ static void linear_backward(const kernel_ctx *c)
     grad_reads g = reads_of(c);
     const knode *f0 = fwd_of(c), *x = fwd_in(c, 0);
     idx I = last_dim(x), R = numel(x) / I, O = f0->attrs.features;
-    bool bias = !(f0->attrs.flags & POET_ATTR_NO_BIAS);
     const float *w = c->params;
     if (c->n->wrt == 0)
         for (idx r = 0; r < R; r++) {
@@ -535,16 +535,19 @@ static void linear_backward(const kernel_ctx *c)
                 for (idx i = 0; i < I; i++) dx[i] += gy * wr[i];
             }
         }
-    if (!c->grads) return;
-    float *dw = c->grads, *db = c->grads + O * I;
-    memset(c->grads, 0, (size_t)((I + (bias ? 1 : 0)) * O) * sizeof(float));
+    float *dw = c->grad_w, *db = c->grad_b;
+    if (dw) memset(dw, 0, (size_t)(I * O) * sizeof(float));
+    if (db) memset(db, 0, (size_t)O * sizeof(float));
+    if (!dw && !db) return;
     for (idx r = 0; r < R; r++)
         for (idx o = 0; o < O; o++) {
             float gy = g.dy[r * O + o];
-            const float *xr = g.x0 + r * I;
-            float *dwr = dw + o * I;
-            for (idx i = 0; i < I; i++) dwr[i] += gy * xr[i];
-            if (bias) db[o] += gy;
+            if (dw) {
+                const float *xr = g.x0 + r * I;
+                float *dwr = dw + o * I;
+                for (idx i = 0; i < I; i++) dwr[i] += gy * xr[i];
+            }
+            if (db) db[o] += gy;
         }
 }
 
@@ -883,7 +886,7 @@ static void binary_backward(const kernel_ctx *c)
         bool of_a = f->n_inputs == 2 ? c->n->wrt == 0 : !p.a_is_operand;
         binary_grad_of(f, &p, g.dy, of_a, bc, c->out, numel(c->n));
     }
-    if (c->grads) binary_grad_of(f, &p, g.dy, p.a_is_operand, bc, c->grads, (idx)f->params);
+    if (c->grad_w) binary_grad_of(f, &p, g.dy, p.a_is_operand, bc, c->grad_w, (idx)f->params);
 }
 
 /* ---- matmul: [..., M, K] x [..., K, N], leading dimensions broadcast ---- */

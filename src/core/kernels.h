@@ -22,7 +22,9 @@ typedef struct kernel_ctx {
     const float *in[POET_MAX_INPUTS];  /* its inputs, in n->inputs order */
     float *out;
     const float *params;   /* the forward node's parameters (a grad node: its forward node's) */
-    float *grads;          /* parameter gradients to write, or NULL (a recomputation: no side effects) */
+    /* gradients to write of the weights (gamma, the operand) and of the
+     * bias (beta); NULL where frozen, and in a recomputation (no side effects) */
+    float *grad_w, *grad_b;
     const float *running;  /* batch norm statistics: read in inference */
     float *running_out;    /* ... and written in training when not NULL (first computation only) */
     const float *batch_x;  /* the input node's data */

@@ -80,7 +80,8 @@ poet_status poet_instance_from_graph(const poet_graph *g, const poet_device *d, 
     }
     double elem = (double)g->elem_bytes;
     inst.parameter_bytes = elem * (double)(poet_graph_param_count(g) + poet_graph_buffer_count(g));
-    inst.gradient_bytes = elem * (double)poet_graph_param_count(g);
+    inst.gradient_bytes = elem * (double)poet_graph_trained_count(g);
+    inst.buffer_bytes = elem * (double)poet_graph_buffer_count(g);
     *out = inst;
     return POET_OK;
 }
@@ -167,7 +168,7 @@ static uint64_t min_budget(const poet_instance *inst, int *start, int *src, int 
 
 uint64_t poet_instance_persistent_bytes(const poet_instance *inst, int optimizer_slots)
 {
-    double buffers = inst->parameter_bytes - inst->gradient_bytes, batch = 4.0 * inst->batch;
+    double buffers = inst->buffer_bytes, batch = 4.0 * inst->batch;
     for (int i = 0; i < inst->T; i++)
         if (!inst->nodes[i].is_backward && strcmp(inst->nodes[i].op, "input") == 0) batch += (double)inst->nodes[i].bytes;
     return (uint64_t)(inst->parameter_bytes + buffers + (1.0 + optimizer_slots) * inst->gradient_bytes + batch);

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "../common/fileio.h"
@@ -140,7 +141,7 @@ static poet_status read_own_node(const cJSON *o, int i, poet_cnode *c, poet_err 
 static poet_status parse_own(const cJSON *doc, poet_instance *inst, poet_err *err)
 {
     static const char *const keys[] = {"format", "version", "model", "batch", "parameter_bytes", "gradient_bytes",
-                                       "runnable", "device", "nodes", "edges", NULL};
+                                       "buffer_bytes", "runnable", "device", "nodes", "edges", NULL};
     const char *what = "poet graph";
     int64_t version, batch;
     const cJSON *nodes = NULL, *edges = NULL;
@@ -152,6 +153,7 @@ static poet_status parse_own(const cJSON *doc, poet_instance *inst, poet_err *er
     if (!st) st = json_integer(doc, "batch", 1, 1 << 30, true, 1, &batch, what, err);
     if (!st) st = json_number(doc, "parameter_bytes", 0, BIG, true, 0, &inst->parameter_bytes, what, err);
     if (!st) st = json_number(doc, "gradient_bytes", 0, BIG, true, 0, &inst->gradient_bytes, what, err);
+    if (!st) st = json_number(doc, "buffer_bytes", 0, BIG, false, NAN, &inst->buffer_bytes, what, err);
     if (!st) st = json_bool(doc, "runnable", false, false, &inst->runnable, what, err);
     if (!st)
         st = device_from_cjson(cJSON_GetObjectItemCaseSensitive(doc, "device"), &inst->device, "poet graph device",
@@ -182,6 +184,8 @@ poet_status instance_from_cjson(const cJSON *doc, poet_instance *out, poet_err *
     else
         st = poet_fail(err, POET_ERR_INVALID,
                        "graph file: neither a poet graph (\"format\": \"poet-graph\") nor a POET reference instance");
+    /* files from before frozen parameters: everything trains */
+    if (!st && !(inst.buffer_bytes >= 0)) inst.buffer_bytes = inst.parameter_bytes - inst.gradient_bytes;
     if (!st) st = poet_instance_validate(&inst, err);
     if (st) {
         poet_instance_free(&inst);
@@ -259,6 +263,7 @@ cJSON *instance_to_cjson(const poet_instance *inst)
               json_add_exact(doc, "batch", inst->batch) &&
               json_add_exact(doc, "parameter_bytes", inst->parameter_bytes) &&
               json_add_exact(doc, "gradient_bytes", inst->gradient_bytes) &&
+              json_add_exact(doc, "buffer_bytes", inst->buffer_bytes) &&
               cJSON_AddBoolToObject(doc, "runnable", inst->runnable) && cJSON_AddItemToObject(doc, "device", dev);
     if (!ok) cJSON_Delete(dev);
     if (!ok || !add_nodes_edges(doc, inst)) {

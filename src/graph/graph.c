@@ -198,8 +198,9 @@ static int emit_grad(poet_graph *g, int f, int wrt, int dy)
      * gradient does only the weight-gradient half. */
     if (op_grad_rule(fw) == GRAD_PER_INPUT)
         n->flops = 2.0 * fw->flops / fw->n_inputs;
-    else
-        n->flops = wrt < 0 ? fw->flops : 2.0 * fw->flops;
+    else /* and a bias alone costs a sum of dY */
+        n->flops = (wrt < 0 ? 0.0 : fw->flops) + (fw->attrs.flags & POET_ATTR_FREEZE_WEIGHTS ? 0.0 : fw->flops);
+    if (n->flops == 0) n->flops = (double)poet_shape_numel(&fw->shape);
     if (wrt < 0)
         snprintf(n->name, sizeof n->name, "%.*s.grad_params", POET_NAME_BYTES - 13, fw->name);
     else if (fw->n_inputs > 1)
@@ -208,6 +209,8 @@ static int emit_grad(poet_graph *g, int f, int wrt, int dy)
         snprintf(n->name, sizeof n->name, "%.*s.grad", POET_NAME_BYTES - 6, fw->name);
     return finish_node(g, n) ? -1 : g->n_nodes - 1;
 }
+
+static uint64_t trained(const poet_node *n) { return poet_param_trained(n->op, &n->attrs, n->params); }
 
 static poet_status backprop_node(poet_graph *g, grad_lists *l, const bool *needs, int f)
 {
@@ -220,7 +223,7 @@ static poet_status backprop_node(poet_graph *g, grad_lists *l, const bool *needs
     const poet_node *fw = &g->nodes[f];
     int n_in = fw->n_inputs, ins[POET_MAX_INPUTS];
     memcpy(ins, fw->inputs, sizeof ins);
-    bool has_params = fw->params > 0;
+    bool has_params = trained(fw) > 0;
     switch (op_grad_rule(fw)) {
     case GRAD_NONE: return POET_OK;
     case GRAD_ALIAS:
@@ -269,7 +272,7 @@ poet_status poet_graph_autodiff(poet_graph *g, int loss, poet_err *err)
     for (int f = 0; f < F; f++) {
         const poet_node *n = &g->nodes[f];
         l.head[f] = -1;
-        needs[f] = n->params > 0;
+        needs[f] = trained(n) > 0;
         for (int j = 0; j < n->n_inputs; j++) needs[f] = needs[f] || needs[n->inputs[j]];
     }
     for (int f = loss; f >= 0 && !st; f--) st = backprop_node(g, &l, needs, f);
@@ -292,6 +295,13 @@ uint64_t poet_graph_param_count(const poet_graph *g)
 {
     uint64_t s = 0;
     for (int i = 0; i < g->n_forward; i++) s += g->nodes[i].params;
+    return s;
+}
+
+uint64_t poet_graph_trained_count(const poet_graph *g)
+{
+    uint64_t s = 0;
+    for (int i = 0; i < g->n_forward; i++) s += trained(&g->nodes[i]);
     return s;
 }
 

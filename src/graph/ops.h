@@ -28,6 +28,7 @@ typedef struct op_def {
      * div with a parameter or constant operand): overrides grad and reads. */
     grad_rule (*grad_of)(const poet_node *n);
     unsigned (*reads_of)(const poet_node *n, int wrt);
+    unsigned weight_reads; /* what the weights' gradient adds to reads, while they train */
 } op_def;
 
 const op_def *op_get(poet_op op);

@@ -977,7 +977,9 @@ static poet_status add_loss(importer *im, const poet_onnx_options *o)
     int loss = add_node(im, POET_OP_SOFTMAX_CE, &x, 1, NULL, "loss");
     if (loss < 0) return im->err->status;
     snprintf(im->m->summary.output, sizeof im->m->summary.output, "%.*s", POET_NAME_BYTES - 1, name);
-    return poet_graph_autodiff(&im->m->graph, loss, im->err);
+    poet_status st = poet_graph_autodiff(&im->m->graph, loss, im->err);
+    if (!st && o && o->train) st = poet_graph_set_trainable(&im->m->graph, o->train, im->err);
+    return st;
 }
 
 static int opset_of(const Onnx__ModelProto *mp)

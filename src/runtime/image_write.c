@@ -46,9 +46,9 @@ static poet_status check_graph(const poet_graph *g, const poet_problem *p, poet_
     return POET_OK;
 }
 
-static void to_knodes(const poet_graph *g, knode *k, uint64_t *n_params, uint64_t *n_state)
+static void to_knodes(const poet_graph *g, knode *k, uint64_t *n_params, uint64_t *n_trained, uint64_t *n_state)
 {
-    uint64_t np = 0, ns = 0;
+    uint64_t np = 0, nt = 0, ns = 0;
     for (int v = 0; v < g->n_nodes; v++) {
         const poet_node *n = &g->nodes[v];
         knode *o = &k[v];
@@ -64,16 +64,17 @@ static void to_knodes(const poet_graph *g, knode *k, uint64_t *n_params, uint64_
         o->numel = (uint32_t)(n->bytes / 4);
         o->reads = n->op == POET_OP_GRAD ? image_reads_of(&g->nodes[n->fwd], n->wrt) : 0;
         if (n->op == POET_OP_GRAD) continue; /* takes its forward node's blocks below */
-        o->param_at = (uint32_t)np, o->params = (uint32_t)n->params;
+        o->param_at = (uint32_t)np, o->params = (uint32_t)n->params, o->grad_at = (uint32_t)nt;
         o->buffer_at = (uint32_t)ns, o->buffers = (uint32_t)n->buffers;
-        np += n->params, ns += n->buffers;
+        np += n->params, ns += n->buffers, nt += poet_param_trained(n->op, &n->attrs, n->params);
     }
     for (int v = 0; v < g->n_nodes; v++)
         if (k[v].op == POET_OP_GRAD) {
             const knode *f = &k[k[v].fwd];
             k[v].param_at = f->param_at, k[v].params = f->params, k[v].buffer_at = f->buffer_at, k[v].buffers = f->buffers;
+            k[v].grad_at = f->grad_at;
         }
-    *n_params = np, *n_state = ns;
+    *n_params = np, *n_trained = nt, *n_state = ns;
 }
 
 double image_init_bound(const knode *nodes, int v) { return 1.0 / sqrt((double)knode_fan_in(nodes, &nodes[v])); }
@@ -181,7 +182,7 @@ typedef struct parts {
     float *params, *state;
     uint8_t *schedule;
     size_t schedule_bytes;
-    uint64_t n_params, n_state, storage_bytes, workspace_bytes;
+    uint64_t n_params, n_trained, n_state, storage_bytes, workspace_bytes;
 } parts;
 
 static void parts_free(parts *s)
@@ -232,7 +233,7 @@ static poet_status gather(const poet_graph *g, const poet_problem *p, const poet
     out->nodes = calloc((size_t)T, sizeof *out->nodes);
     out->slots = calloc((size_t)T, sizeof *out->slots);
     if (!out->nodes || !out->slots) return poet_fail(err, POET_ERR_NOMEM, "out of memory writing a device image");
-    to_knodes(g, out->nodes, &out->n_params, &out->n_state);
+    to_knodes(g, out->nodes, &out->n_params, &out->n_trained, &out->n_state);
     out->params = calloc((size_t)out->n_params + 1, sizeof(float));
     out->state = calloc((size_t)out->n_state + 1, sizeof(float));
     if (!out->params || !out->state) return poet_fail(err, POET_ERR_NOMEM, "out of memory for the initial weights");
@@ -262,7 +263,7 @@ static void fill_header(img_header *h, const poet_graph *g, const poet_problem *
     h->lr = o->optimizer.lr, h->momentum = o->optimizer.momentum, h->beta1 = o->optimizer.beta1;
     h->beta2 = o->optimizer.beta2, h->eps = o->optimizer.eps, h->weight_decay = o->optimizer.weight_decay;
     h->seed = o->seed;
-    h->n_params = x->n_params, h->n_state = x->n_state;
+    h->n_params = x->n_params, h->n_state = x->n_state, h->n_trained = (uint32_t)x->n_trained;
     h->storage_bytes = x->storage_bytes, h->workspace_bytes = x->workspace_bytes;
     h->budget_bytes = s->budget_bytes ? s->budget_bytes : p->budget_bytes;
     snprintf(h->model, sizeof h->model, "%.31s", g->model);

@@ -1,0 +1,278 @@
+#define _POSIX_C_SOURCE 200809L
+/* Partial training (--train SPEC): the backward pass follows what trains,
+ * the gradients of what trains equal the matching slices of the dense
+ * ones, frozen tensors never change, schedules keep the weights
+ * bit-identical, and the persistent state holds optimizer state only for
+ * what trains. */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "rtutil.h"
+
+enum { BATCH = 8 };
+
+static int changed_schedules; /* of the schedules trained, those that page or recompute */
+
+static bool same_bits(const float *a, const float *b, uint64_t n) { return n == 0 || memcmp(a, b, 4 * n) == 0; }
+
+static bool build(const char *model, const char *spec, poet_graph *g)
+{
+    poet_err err = {0};
+    if (poet_zoo_build(model, BATCH, g, &err)) return fprintf(stderr, "%s: %s\n", model, err.msg), false;
+    if (spec && poet_graph_set_trainable(g, spec, &err)) {
+        fprintf(stderr, "%s --train %s: %s\n", model, spec, err.msg);
+        poet_graph_free(g);
+        return false;
+    }
+    return true;
+}
+
+static bool weights_train(const poet_node *n) { return !(n->attrs.flags & POET_ATTR_FREEZE_WEIGHTS); }
+static bool bias_trains(const poet_node *n) { return !(n->attrs.flags & POET_ATTR_FREEZE_BIAS); }
+
+/* A mask file that trains the weights of one layer, the bias of another
+ * and all of a third (the last three with parameters, in that order). */
+static char *write_mask(const poet_graph *g)
+{
+    static char path[] = "/tmp/poet-mask-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) return NULL;
+    FILE *f = fdopen(fd, "w");
+    const char *choice[] = {"all", "bias", "weights"};
+    fprintf(f, "# what trains\n\n");
+    for (int v = g->n_forward - 1, k = 0; v >= 0 && k < 3; v--)
+        if (g->nodes[v].params) fprintf(f, "  %s   %s  # layer %d\n", g->nodes[v].name, choice[k++], v);
+    fclose(f);
+    return path;
+}
+
+/* ---- the graph ---- */
+
+static void test_graph_follows(void)
+{
+    poet_graph full, biases, last;
+    if (!build("cnn_digits", NULL, &full) || !build("cnn_digits", "biases", &biases) ||
+        !build("cnn_digits", "last:1", &last)) {
+        CHECK(false);
+        return;
+    }
+    /* with frozen weights, no convolution or linear gradient reads its input */
+    int reads_input = 0, grads = 0;
+    for (int v = biases.n_forward; v < biases.n_nodes; v++) {
+        const poet_node *n = &biases.nodes[v], *f = n->op == POET_OP_GRAD ? &biases.nodes[n->fwd] : NULL;
+        if (!f || (f->op != POET_OP_CONV2D && f->op != POET_OP_LINEAR)) continue;
+        grads++;
+        for (int j = 0; j < n->n_inputs; j++) reads_input += n->inputs[j] == f->inputs[0];
+    }
+    CHECK_MSG(grads > 0 && reads_input == 0, "%d of the frozen layers' gradients read their input", reads_input);
+    /* no backward pass below the lowest layer that trains */
+    int lowest = -1;
+    for (int v = 0; v < last.n_forward; v++)
+        if (last.nodes[v].params && poet_param_trained(last.nodes[v].op, &last.nodes[v].attrs, last.nodes[v].params))
+            lowest = lowest < 0 ? v : lowest;
+    int below = 0;
+    for (int v = last.n_forward; v < last.n_nodes; v++)
+        below += last.nodes[v].op == POET_OP_GRAD && last.nodes[v].fwd < lowest;
+    CHECK(lowest > 0 && below == 0);
+    CHECK(last.n_nodes - last.n_forward < biases.n_nodes - biases.n_forward);
+    CHECK(biases.n_nodes - biases.n_forward <= full.n_nodes - full.n_forward);
+    /* the keep-all peak follows: what is not read backward is not kept */
+    poet_err err = {0};
+    poet_device dev;
+    poet_instance a, b;
+    poet_instance_stats sa, sb;
+    CHECK(!poet_device_find("m4", &dev, &err) && !poet_instance_from_graph(&full, &dev, &a, &err) &&
+          !poet_instance_from_graph(&last, &dev, &b, &err) && !poet_instance_stats_compute(&a, &sa, &err) &&
+          !poet_instance_stats_compute(&b, &sb, &err));
+    CHECK_MSG(sb.keep_all_peak_bytes < sa.keep_all_peak_bytes / 2, "last:1 peak %llu, all %llu",
+              (unsigned long long)sb.keep_all_peak_bytes, (unsigned long long)sa.keep_all_peak_bytes);
+    CHECK(b.gradient_bytes < a.gradient_bytes && b.parameter_bytes == a.parameter_bytes);
+    /* and back: set_trainable("all") gives the full graph again */
+    CHECK(!poet_graph_set_trainable(&last, "all", &err) && last.n_nodes == full.n_nodes);
+    poet_instance_free(&a), poet_instance_free(&b);
+    poet_graph_free(&full), poet_graph_free(&biases), poet_graph_free(&last);
+}
+
+static void refused(poet_graph *g, const char *spec, const char *says)
+{
+    poet_err err = {0};
+    int before = g->n_nodes;
+    CHECK_MSG(poet_graph_set_trainable(g, spec, &err) && strstr(err.msg, says) && g->n_nodes == before,
+              "--train %s: '%s'", spec, err.msg);
+}
+
+static void test_specs_refused(void)
+{
+    poet_graph g;
+    if (!build("mlp_digits", "last:1", &g)) {
+        CHECK(false);
+        return;
+    }
+    refused(&g, "bogus", "expected all, biases");
+    refused(&g, "last:0", "expected all");
+    refused(&g, "last:-1", "expected all");
+    refused(&g, "last:2x", "expected all");
+    refused(&g, "last:99", "has 2 layers with parameters");
+    refused(&g, "mask:", "needs a file");
+    refused(&g, "mask:/nonexistent/poet-mask", "nonexistent");
+    const char *layer = NULL;
+    for (int v = 0; v < g.n_forward && !layer; v++)
+        if (g.nodes[v].params) layer = g.nodes[v].name;
+    /* @ stands for the first layer's name */
+    const char *bad[][2] = {{"fc9 all\n", "no node 'fc9'"},
+                            {"@ most\n", "line 1: expected"},
+                            {"# x\n@\n", "line 2: expected"},
+                            {"@ all\n@ bias\n", "named twice"},
+                            {"# nothing\n", "no parameter"}};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        char path[] = "/tmp/poet-mask-XXXXXX", spec[64];
+        int fd = mkstemp(path);
+        FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
+        if (!f) continue;
+        for (const char *c = bad[k][0]; *c; c++)
+            if (*c == '@')
+                fputs(layer, f);
+            else
+                fputc(*c, f);
+        fclose(f);
+        snprintf(spec, sizeof spec, "mask:%s", path);
+        refused(&g, spec, bad[k][1]);
+        unlink(path);
+    }
+    /* what was refused left the graph as it was: still last:1 */
+    int grads = 0;
+    for (int v = g.n_forward; v < g.n_nodes; v++) grads += g.nodes[v].op == POET_OP_GRAD;
+    CHECK(grads == 2);
+    poet_graph_free(&g);
+}
+
+/* ---- training ---- */
+
+/* a on ga under keep-all, b on gb under planner at fraction of its peak */
+static bool start_pair(rig *a, const poet_graph *ga, rig *b, const poet_graph *gb, const char *planner,
+                       double fraction, poet_optimizer_kind kind, uint64_t seed)
+{
+    rig_start(a, ga, "keep-all", 0, NULL, poet_optimizer_default(kind), seed);
+    rig_start(b, gb, planner, fraction, NULL, poet_optimizer_default(kind), seed);
+    CHECK(a->ok && b->ok);
+    return a->ok && b->ok;
+}
+
+/* One step of the dense graph and of the partial one, from the same
+ * weights on the same batch: each trained tensor's gradient is the slice
+ * of the dense gradient, bit for bit. */
+static void test_gradient_slices(const char *model, const char *spec)
+{
+    poet_graph full, part;
+    if (!build(model, NULL, &full) || !build(model, spec, &part)) {
+        CHECK(false);
+        return;
+    }
+    poet_err err = {0};
+    rig a, b;
+    start_pair(&a, &full, &b, &part, "keep-all", 0, POET_OPT_SGD, 9);
+    float *x = malloc(4 * poet_shape_numel(&full.nodes[0].shape));
+    int32_t y[BATCH];
+    double la = 0, lb = 1;
+    rt_batch(&full, 41, x, y);
+    CHECK(a.ok && b.ok && !poet_engine_step(a.e, x, y, &la, &err) && !poet_engine_step(b.e, x, y, &lb, &err));
+    CHECK(memcmp(&la, &lb, sizeof la) == 0);
+    int tensors = 0, differ = 0;
+    for (int v = 0; a.ok && b.ok && v < full.n_forward; v++) {
+        const poet_node *n = &part.nodes[v];
+        if (!n->params) continue;
+        uint64_t w, bias, na, nb;
+        poet_param_split(n->op, &n->attrs, n->params, &w, &bias);
+        const float *ga = poet_engine_params(a.e, v, true, &na), *gb = poet_engine_params(b.e, v, true, &nb);
+        CHECK(nb == (weights_train(n) ? w : 0) + (bias_trains(n) ? bias : 0) && (nb == 0) == (gb == NULL));
+        if (weights_train(n) && w) tensors++, differ += !same_bits(ga, gb, w);
+        if (bias_trains(n) && bias) tensors++, differ += !same_bits(ga + w, gb + (weights_train(n) ? w : 0), bias);
+    }
+    CHECK_MSG(tensors > 0 && differ == 0, "%s --train %s: %d of %d trained tensors' gradients differ", model, spec,
+              differ, tensors);
+    free(x);
+    rig_free(&a), rig_free(&b);
+    poet_graph_free(&full), poet_graph_free(&part);
+}
+
+/* Under keep-all and under a schedule that pages and recomputes at half
+ * the peak: the same weights, frozen tensors as they were, and the
+ * persistent state as the planner counts it. */
+static void test_trains_only_mask(const char *model, const char *spec, poet_optimizer_kind kind)
+{
+    poet_graph g;
+    if (!build(model, spec, &g)) {
+        CHECK(false);
+        return;
+    }
+    poet_err err = {0};
+    rig a, b;
+    if (!start_pair(&a, &g, &b, &g, "fast", 0.5, kind, 5)) {
+        rig_free(&a), rig_free(&b), poet_graph_free(&g);
+        return;
+    }
+    uint64_t n;
+    const float *w0 = poet_dev_weights(poet_engine_device(a.e), &n);
+    float *before = malloc(4 * n), *x = malloc(4 * poet_shape_numel(&g.nodes[0].shape));
+    memcpy(before, w0, 4 * n);
+    int32_t y[BATCH];
+    for (int step = 0; step < 3; step++) {
+        double la, lb;
+        rt_batch(&g, 200 + (uint64_t)step, x, y);
+        CHECK(!poet_engine_step(a.e, x, y, &la, &err) && !poet_engine_step(b.e, x, y, &lb, &err));
+    }
+    char ha[65], hb[65];
+    poet_engine_weights_sha256(a.e, ha);
+    poet_engine_weights_sha256(b.e, hb);
+    CHECK_MSG(strcmp(ha, hb) == 0, "%s --train %s: keep-all and a schedule at %llu B train different weights", model,
+              spec, (unsigned long long)b.p.budget_bytes);
+    changed_schedules += b.sim.pagein_j > 0 || b.sim.compute_j > b.p.full_memory_energy_j * (1 + 1e-9);
+    const float *w = poet_dev_weights(poet_engine_device(a.e), &n);
+    int frozen_changed = 0, trained_unchanged = 0, trained = 0;
+    for (int v = 0; v < g.n_forward; v++) {
+        const poet_node *nd = &g.nodes[v];
+        if (!nd->params) continue;
+        uint64_t at = 0, wn, bn;
+        for (int u = 0; u < v; u++) at += g.nodes[u].params;
+        poet_param_split(nd->op, &nd->attrs, nd->params, &wn, &bn);
+        bool tw = weights_train(nd) && wn, tb = bias_trains(nd) && bn;
+        if (wn) frozen_changed += !tw && !same_bits(w + at, before + at, wn), trained += tw,
+                trained_unchanged += tw && same_bits(w + at, before + at, wn);
+        if (bn) frozen_changed += !tb && !same_bits(w + at + wn, before + at + wn, bn), trained += tb,
+                trained_unchanged += tb && same_bits(w + at + wn, before + at + wn, bn);
+    }
+    CHECK_MSG(frozen_changed == 0, "%s --train %s: %d frozen tensors changed", model, spec, frozen_changed);
+    CHECK_MSG(trained > 0 && trained_unchanged == 0, "%d of %d trained tensors did not change", trained_unchanged, trained);
+    uint64_t planned = poet_instance_persistent_bytes(&a.inst, poet_optimizer_slots(kind));
+    CHECK_MSG(poet_engine_get_stats(a.e)->persistent_bytes == planned, "persistent %llu, planned %llu",
+              (unsigned long long)poet_engine_get_stats(a.e)->persistent_bytes, (unsigned long long)planned);
+    free(before), free(x);
+    rig_free(&a), rig_free(&b);
+    poet_graph_free(&g);
+}
+
+int main(void)
+{
+    test_graph_follows();
+    test_specs_refused();
+    poet_graph g;
+    char mask[64] = "mask:";
+    if (build("cnn_digits", NULL, &g)) {
+        const char *path = write_mask(&g);
+        snprintf(mask + 5, sizeof mask - 5, "%s", path ? path : "");
+        poet_graph_free(&g);
+    }
+    const char *specs[] = {"biases", "last:1", "last:3", mask};
+    for (size_t k = 0; k < sizeof specs / sizeof *specs; k++) {
+        test_gradient_slices("cnn_digits", specs[k]);
+        test_trains_only_mask("cnn_digits", specs[k], POET_OPT_SGD);
+        test_trains_only_mask("cnn_digits", specs[k], POET_OPT_ADAM);
+    }
+    test_gradient_slices("mlp_digits", "biases");
+    test_trains_only_mask("mlp_digits", "last:2", POET_OPT_SGD);
+    unlink(mask + 5);
+    printf("%d of 10 schedules paged or recomputed\n", changed_schedules);
+    CHECK(changed_schedules > 0);
+    return check_report();
+}
