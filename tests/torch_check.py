@@ -40,7 +40,7 @@ def heads(t, b, s, h):
 
 
 FLAG = {"no_bias": 1, "count_pad": 2, "param": 4, "const": 8, "left": 16, "keepdims": 32, "no_affine": 64,
-        "gelu_erf": 128}
+        "gelu_erf": 128, "freeze_weights": 256, "freeze_bias": 512, "bn_eval": 1024}
 
 
 def has(n, flag):
@@ -91,7 +91,8 @@ def forward(g, params, running):
             c = ins[0].shape[1]
             rm = torch.tensor(running[str(v)][:c], dtype=torch.float64)
             rv = torch.tensor(running[str(v)][c:], dtype=torch.float64)
-            y = F.batch_norm(ins[0], rm, rv, w[:c], w[c:], training=True, momentum=n["momentum"], eps=n["eps"])
+            y = F.batch_norm(ins[0], rm, rv, w[:c], w[c:], training=not has(n, "bn_eval"), momentum=n["momentum"],
+                             eps=n["eps"])
             new_running[str(v)] = torch.cat([rm, rv])
         elif op == "relu":
             y = F.relu(ins[0])
@@ -176,6 +177,19 @@ def close(poet, ref):
     return worst <= ATOL, float(err.max()) if err.numel() else 0.0
 
 
+def trained_part(n, grad):
+    """Of a node's parameter gradient, the tensors that train, in poet's
+    order: the weights (gamma, the operand), then the bias (beta)."""
+    if n["op"] in ("conv2d", "linear") and not has(n, "no_bias"):
+        bias = n["features"]
+    elif n["op"] in ("batchnorm2d", "layernorm"):
+        bias = grad.numel() // 2
+    else:
+        bias = 0
+    w, b = grad.reshape(-1)[:grad.numel() - bias], grad.reshape(-1)[grad.numel() - bias:]
+    return torch.cat(([] if has(n, "freeze_weights") else [w]) + ([] if has(n, "freeze_bias") else [b]))
+
+
 def check(g):
     params = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True) for k, v in g["params"].items()}
     loss, new_running = forward(g, params, g["running"])
@@ -186,7 +200,9 @@ def check(g):
     if not ok:
         failures.append(f"loss {g['loss']} vs {float(loss)}")
     for k, p in params.items():
-        ok, e = close(g["grads"][k], p.grad)
+        if k not in g["grads"]:
+            continue  # frozen
+        ok, e = close(g["grads"][k], trained_part(g["nodes"][int(k)], p.grad))
         worst = max(worst, e)
         if not ok:
             failures.append(f"gradient of node {k} ({g['nodes'][int(k)]['op']}), max error {e:.3g}")

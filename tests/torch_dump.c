@@ -61,12 +61,17 @@ static cJSON *dump(const char *name, const poet_graph *g, uint64_t seed)
     cJSON *labels = cJSON_AddArrayToObject(o, "labels");
     for (int64_t i = 0; i < logits->shape.dim[0]; i++) cJSON_AddItemToArray(labels, cJSON_CreateNumber(y[i]));
     char key[16];
+    uint64_t s = seed;
     for (int v = 0; v < g->n_forward; v++) {
         uint64_t n = 0;
         float *w = poet_engine_params(r.e, v, false, &n);
         snprintf(key, sizeof key, "%d", v);
         if (n) cJSON_AddItemToObject(params, key, floats(w, n));
         float *b = poet_engine_buffers(r.e, v, &n);
+        /* statistics other than the initial (0, 1), which a batch norm on
+         * its running statistics would hardly tell from none */
+        for (uint64_t i = 0; g->nodes[v].op == POET_OP_BATCHNORM2D && i < n; i++)
+            b[i] = i < n / 2 ? 0.5f * rt_uniform(&s) : 1.0f + 0.75f * rt_uniform(&s);
         if (n) cJSON_AddItemToObject(running, key, floats(b, n));
     }
     cJSON_AddItemToObject(o, "params", params);
@@ -99,10 +104,18 @@ int main(void)
         cJSON_AddItemToArray(all, dump(test_graph_name(k), &g, 31 + (uint64_t)k));
         poet_graph_free(&g);
     }
-    static const char *models[] = {"cnn_fashion", "resnet_small"};
-    for (int k = 0; k < 2; k++) {
-        if (poet_zoo_build(models[k], 4, &g, &err)) return fprintf(stderr, "%s\n", err.msg), 1;
-        cJSON_AddItemToArray(all, dump(models[k], &g, 77));
+    /* and partial training: frozen tensors, batch norms on running statistics */
+    static const char *models[][2] = {{"cnn_fashion", "all"},
+                                      {"resnet_small", "all"},
+                                      {"resnet_small", "biases+frozen-bn"},
+                                      {"cnn_fashion", "last:4+frozen-bn"},
+                                      {"resnet_small", "last:5"}};
+    for (size_t k = 0; k < sizeof models / sizeof *models; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s --train %s", models[k][0], models[k][1]);
+        if (poet_zoo_build(models[k][0], 4, &g, &err) || poet_graph_set_trainable(&g, models[k][1], &err))
+            return fprintf(stderr, "%s: %s\n", name, err.msg), 1;
+        cJSON_AddItemToArray(all, dump(name, &g, 77));
         poet_graph_free(&g);
     }
     char *text = cJSON_PrintUnformatted(all);

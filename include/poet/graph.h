@@ -75,7 +75,8 @@ enum {
     POET_ATTR_NO_AFFINE = 64,     /* layernorm: no gamma and beta */
     POET_ATTR_GELU_ERF = 128,     /* gelu: exact, x Phi(x), rather than the tanh approximation */
     POET_ATTR_FREEZE_WEIGHTS = 256, /* the weights (conv, linear), gamma (norms) or parameter operand do not train */
-    POET_ATTR_FREEZE_BIAS = 512     /* the bias (conv, linear) or beta (norms) does not train */
+    POET_ATTR_FREEZE_BIAS = 512,    /* the bias (conv, linear) or beta (norms) does not train */
+    POET_ATTR_BN_EVAL = 1024        /* batchnorm2d: normalizes with its running statistics, in training too */
 };
 
 /* Every field is 4 bytes, so the struct has one layout everywhere (the
@@ -172,7 +173,9 @@ static inline uint64_t poet_param_trained(poet_op op, const poet_attrs *a, uint6
  * input of a layer whose weights are frozen kept for their gradient.
  * spec (docs/partial.md): "all"; "biases" (biases and norms' beta);
  * "last:N" (the last N nodes with parameters); "mask:FILE" (lines "NODE
- * all|weights|bias"; nodes not named are frozen). g must have its backward
+ * all|weights|bias|none"; nodes not named are frozen); any of them followed
+ * by "+frozen-bn": batch norms normalize with their running statistics and
+ * leave them as they are (POET_ATTR_BN_EVAL). g must have its backward
  * pass; on failure it is unchanged. */
 poet_status poet_graph_set_trainable(poet_graph *g, const char *spec, poet_err *err);
 

@@ -397,7 +397,7 @@ static void batchnorm_forward(const kernel_ctx *c)
     float m = (float)(d.N * d.HW), mom = c->n->attrs.momentum, eps = c->n->attrs.eps;
     for (idx ch = 0; ch < d.C; ch++) {
         float mean, var;
-        if (c->training) {
+        if (c->training && !(c->n->attrs.flags & POET_ATTR_BN_EVAL)) {
             channel_stats(x, d, ch, &mean, &var);
             if (c->running_out) {
                 float unbiased = m > 1 ? var * m / (m - 1.0f) : var;
@@ -423,15 +423,22 @@ static void batchnorm_backward(const kernel_ctx *c)
     plane_dims d = planes_of(fwd_in(c, 0));
     const float *gamma = c->params;
     float m = (float)(d.N * d.HW), eps = fwd_of(c)->attrs.eps;
+    bool running = fwd_of(c)->attrs.flags & POET_ATTR_BN_EVAL;
     for (idx ch = 0; ch < d.C; ch++) {
-        float mean = 0.0f, var, inv = 0.0f, sdy = 0.0f, sdyx = 0.0f;
+        float mean = 0.0f, var = 0.0f, inv = 0.0f, sdy = 0.0f, sdyx = 0.0f;
         for (idx n = 0; n < d.N; n++) sdy += sum8(r.dy + (n * d.C + ch) * d.HW, d.HW);
-        if (r.x0) { /* not read where only beta trains */
+        if (running)
+            mean = c->running[ch], var = c->running[d.C + ch];
+        else if (r.x0) /* not read where only beta trains */
             channel_stats(r.x0, d, ch, &mean, &var);
-            inv = 1.0f / poet_sqrtf(var + eps);
-            for (idx n = 0; n < d.N; n++) sdyx += dot_xhat8(r.dy + (n * d.C + ch) * d.HW, r.x0 + (n * d.C + ch) * d.HW, mean, inv, d.HW);
-        }
-        if (c->n->wrt == 0) {
+        inv = 1.0f / poet_sqrtf(var + eps);
+        for (idx n = 0; r.x0 && n < d.N; n++)
+            sdyx += dot_xhat8(r.dy + (n * d.C + ch) * d.HW, r.x0 + (n * d.C + ch) * d.HW, mean, inv, d.HW);
+        if (c->n->wrt == 0 && running) { /* the statistics are constants: dX = dY gamma inv */
+            float a = gamma[ch] * inv;
+            for (idx n = 0; n < d.N; n++)
+                for (idx i = 0; i < d.HW; i++) c->out[(n * d.C + ch) * d.HW + i] = a * r.dy[(n * d.C + ch) * d.HW + i];
+        } else if (c->n->wrt == 0) {
             float a = gamma[ch] * inv, mdy = sdy / m, mdyx = sdyx / m;
             for (idx n = 0; n < d.N; n++) {
                 idx at = (n * d.C + ch) * d.HW;

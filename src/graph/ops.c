@@ -278,6 +278,14 @@ static grad_rule binary_grad(const poet_node *n)
     return n->op == POET_OP_ADD ? GRAD_ALIAS : GRAD_PER_INPUT;
 }
 
+/* Batch norm in training mode reads its input for dX; with its running
+ * statistics dX = dY gamma / sqrt(var + eps) does not. */
+static unsigned batchnorm_reads(const poet_node *n, int wrt)
+{
+    bool batch_stats = !(n->attrs.flags & POET_ATTR_BN_EVAL), gamma = !(n->attrs.flags & POET_ATTR_FREEZE_WEIGHTS);
+    return (wrt >= 0 && batch_stats ? READ_IN0 : 0u) | (gamma ? READ_IN0 : 0u);
+}
+
 /* What each gradient reads: dY always; then, by op and operand:
  *   mul:  d/da = dY b (reads b), d/db = dY a (reads a)
  *   div:  d/da = dY / b (reads b), d/db = -(dY (a / b)) / b (reads a and b)
@@ -477,7 +485,7 @@ static const op_def OPS[POET_OP_COUNT] = {
     [POET_OP_INPUT] = {"input", 0, 0, infer_input, GRAD_NONE, {0, 0}, false, NULL, NULL},
     /* dX = W^T dY needs no X; dW does */
     [POET_OP_CONV2D] = {"conv2d", 1, 1, infer_conv2d, GRAD_FUSED, {0, 0}, false, NULL, NULL, READ_IN0},
-    [POET_OP_BATCHNORM2D] = {"batchnorm2d", 1, 1, infer_batchnorm2d, GRAD_FUSED, {READ_IN0, 0}, false, NULL, NULL, READ_IN0},
+    [POET_OP_BATCHNORM2D] = {"batchnorm2d", 1, 1, infer_batchnorm2d, GRAD_FUSED, {READ_IN0, 0}, false, NULL, batchnorm_reads},
     [POET_OP_RELU] = {"relu", 1, 1, infer_relu, GRAD_PER_INPUT, {READ_OUT, 0}, false, NULL, NULL},
     [POET_OP_MAXPOOL2D] = {"maxpool2d", 1, 1, infer_pool, GRAD_PER_INPUT, {READ_IN0, 0}, false, NULL, NULL},
     [POET_OP_AVGPOOL2D] = {"avgpool2d", 1, 1, infer_pool, GRAD_PER_INPUT, {0, 0}, false, NULL, NULL},

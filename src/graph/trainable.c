@@ -7,7 +7,9 @@
 
 #include "poet/file.h"
 
-enum { FREEZE_ALL = POET_ATTR_FREEZE_WEIGHTS | POET_ATTR_FREEZE_BIAS };
+enum { FREEZE_ALL = POET_ATTR_FREEZE_WEIGHTS | POET_ATTR_FREEZE_BIAS, SPEC_FLAGS = FREEZE_ALL | POET_ATTR_BN_EVAL };
+
+static const char FROZEN_BN[] = "+frozen-bn";
 
 /* "all", "weights", "bias" or "none": the flags that freeze the rest. */
 static int freeze_of(const char *word)
@@ -98,27 +100,41 @@ static poet_status parse_spec(const poet_graph *g, const char *spec, int *freeze
         return POET_OK;
     }
     return poet_fail(err, POET_ERR_INVALID,
-                     "--train: expected all, biases, last:N (N >= 1) or mask:FILE, got '%s'", spec);
+                     "--train: expected all, biases, last:N (N >= 1) or mask:FILE, each optionally followed by "
+                     "+frozen-bn, got '%s'", spec);
 }
 
-static void apply(poet_graph *g, const int *freeze)
+static void apply(poet_graph *g, const int *flags)
 {
-    for (int v = 0; v < g->n_forward; v++)
-        g->nodes[v].attrs.flags = (g->nodes[v].attrs.flags & ~FREEZE_ALL) | freeze[v];
+    for (int v = 0; v < g->n_forward; v++) g->nodes[v].attrs.flags = (g->nodes[v].attrs.flags & ~SPEC_FLAGS) | flags[v];
+}
+
+/* The spec without its "+frozen-bn", and whether it had one. */
+static char *base_of(const char *spec, bool *frozen_bn)
+{
+    size_t n = strlen(spec), k = sizeof FROZEN_BN - 1;
+    *frozen_bn = n >= k && strcmp(spec + n - k, FROZEN_BN) == 0;
+    char *base = malloc(n + 1);
+    if (base) memcpy(base, spec, n + 1), base[*frozen_bn ? n - k : n] = 0;
+    return base;
 }
 
 poet_status poet_graph_set_trainable(poet_graph *g, const char *spec, poet_err *err)
 {
     if (g->loss < 0) return poet_fail(err, POET_ERR_INVALID, "graph '%s' has no backward pass to choose for", g->model);
+    bool frozen_bn = false;
+    spec = spec ? spec : "all";
+    char *base = base_of(spec, &frozen_bn);
     int F = g->n_forward, *freeze = malloc((size_t)F * sizeof *freeze), *was = malloc((size_t)F * sizeof *was);
-    poet_status st = freeze && was ? parse_spec(g, spec ? spec : "all", freeze, err)
-                                   : poet_fail(err, POET_ERR_NOMEM, "out of memory choosing what trains");
+    poet_status st = freeze && was && base ? parse_spec(g, base, freeze, err)
+                                           : poet_fail(err, POET_ERR_NOMEM, "out of memory choosing what trains");
     uint64_t trains = 0, w, b;
     for (int v = 0; !st && v < F; v++) {
         const poet_node *n = &g->nodes[v];
         poet_param_split(n->op, &n->attrs, n->params, &w, &b);
         trains += (freeze[v] & POET_ATTR_FREEZE_WEIGHTS ? 0 : w) + (freeze[v] & POET_ATTR_FREEZE_BIAS ? 0 : b);
-        was[v] = n->attrs.flags & FREEZE_ALL;
+        was[v] = n->attrs.flags & SPEC_FLAGS;
+        if (frozen_bn && n->op == POET_OP_BATCHNORM2D) freeze[v] |= POET_ATTR_BN_EVAL;
     }
     if (!st && !trains) st = poet_fail(err, POET_ERR_INVALID, "--train %s: no parameter of '%s' would train", spec, g->model);
     if (!st) {
@@ -133,5 +149,6 @@ poet_status poet_graph_set_trainable(poet_graph *g, const char *spec, poet_err *
     }
     free(freeze);
     free(was);
+    free(base);
     return st;
 }
