@@ -484,7 +484,7 @@ static poet_status infer_slice(const poet_graph *g, poet_node *n, poet_err *err)
 static const op_def OPS[POET_OP_COUNT] = {
     [POET_OP_INPUT] = {"input", 0, 0, infer_input, GRAD_NONE, {0, 0}, false, NULL, NULL},
     /* dX = W^T dY needs no X; dW does */
-    [POET_OP_CONV2D] = {"conv2d", 1, 1, infer_conv2d, GRAD_FUSED, {0, 0}, false, NULL, NULL, READ_IN0},
+    [POET_OP_CONV2D] = {"conv2d", 1, 1, infer_conv2d, GRAD_FUSED, {0, 0, READ_IN0}, false, NULL, NULL},
     [POET_OP_BATCHNORM2D] = {"batchnorm2d", 1, 1, infer_batchnorm2d, GRAD_FUSED, {READ_IN0, 0}, false, NULL, batchnorm_reads},
     [POET_OP_RELU] = {"relu", 1, 1, infer_relu, GRAD_PER_INPUT, {READ_OUT, 0}, false, NULL, NULL},
     [POET_OP_MAXPOOL2D] = {"maxpool2d", 1, 1, infer_pool, GRAD_PER_INPUT, {READ_IN0, 0}, false, NULL, NULL},
@@ -492,11 +492,11 @@ static const op_def OPS[POET_OP_COUNT] = {
     [POET_OP_GLOBAL_AVGPOOL] = {"global_avgpool", 1, 1, infer_global_avgpool, GRAD_PER_INPUT, {0, 0}, false, NULL, NULL},
     [POET_OP_ADD] = {"add", 1, 2, infer_binary, GRAD_ALIAS, {0, 0}, false, binary_grad, binary_reads},
     [POET_OP_FLATTEN] = {"flatten", 1, 1, infer_flatten, GRAD_ALIAS, {0, 0}, false, NULL, NULL},
-    [POET_OP_LINEAR] = {"linear", 1, 1, infer_linear, GRAD_FUSED, {0, 0}, false, NULL, NULL, READ_IN0},
+    [POET_OP_LINEAR] = {"linear", 1, 1, infer_linear, GRAD_FUSED, {0, 0, READ_IN0}, false, NULL, NULL},
     /* the mask is regenerated from the step's seed, so backward reads only dY */
     [POET_OP_DROPOUT] = {"dropout", 1, 1, infer_dropout, GRAD_PER_INPUT, {0, 0}, false, NULL, NULL},
     [POET_OP_SOFTMAX_CE] = {"softmax_ce", 1, 1, infer_softmax_ce, GRAD_PER_INPUT, {READ_IN0, 0}, true, NULL, NULL},
-    [POET_OP_LAYERNORM] = {"layernorm", 1, 1, infer_layernorm, GRAD_FUSED, {READ_IN0, 0}, false, NULL, NULL, READ_IN0},
+    [POET_OP_LAYERNORM] = {"layernorm", 1, 1, infer_layernorm, GRAD_FUSED, {READ_IN0, 0, READ_IN0}, false, NULL, NULL},
     [POET_OP_GELU] = {"gelu", 1, 1, infer_gelu, GRAD_PER_INPUT, {READ_IN0, 0}, false, NULL, NULL},
     [POET_OP_SOFTMAX] = {"softmax", 1, 1, infer_softmax, GRAD_PER_INPUT, {READ_OUT, 0}, false, NULL, NULL},
     /* dQ = dS K, dK = dS^T Q */
@@ -539,7 +539,7 @@ unsigned op_reads(const poet_node *n, int wrt)
     const op_def *d = op_get(n->op);
     if (d->reads_of) return d->reads_of(n, wrt);
     unsigned input = wrt >= 0 ? d->reads[wrt == 1 ? 1 : 0] : 0u;
-    return input | (n->attrs.flags & POET_ATTR_FREEZE_WEIGHTS ? 0u : d->weight_reads);
+    return input | (n->attrs.flags & POET_ATTR_FREEZE_WEIGHTS ? 0u : d->reads[WEIGHT_READS]);
 }
 
 const char *poet_op_name(poet_op op)

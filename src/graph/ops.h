@@ -22,14 +22,17 @@ typedef struct op_def {
      * the input nodes; returns 0 or a message via poet_fail. */
     poet_status (*infer)(const poet_graph *g, poet_node *n, poet_err *err);
     grad_rule grad;
-    unsigned reads[2]; /* per input differentiated: READ_* mask */
+    /* per input differentiated, a READ_* mask; then ([WEIGHT_READS]) what
+     * the weights' gradient adds to them while the weights train */
+    unsigned reads[3];
     bool seeds_grad;   /* the loss: its backward needs no incoming gradient */
     /* For ops whose gradient depends on their attributes (add, sub, mul,
      * div with a parameter or constant operand): overrides grad and reads. */
     grad_rule (*grad_of)(const poet_node *n);
     unsigned (*reads_of)(const poet_node *n, int wrt);
-    unsigned weight_reads; /* what the weights' gradient adds to reads, while they train */
 } op_def;
+
+enum { WEIGHT_READS = 2 };
 
 const op_def *op_get(poet_op op);
 /* The gradient rule of node n, and what its gradient wrt input wrt
