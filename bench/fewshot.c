@@ -1,0 +1,577 @@
+/* Few-shot adaptation on the 8x8 digits under partial training (issue 16):
+ * meta-train cnn_digits on classes 0-5 (first-order MAML, per-tensor inner
+ * learning rates pushed to sparsity: p-Meta-style), then adapt to 4-way
+ * tasks from the unseen classes 6-9 with five arms: full adaptation, the
+ * classifier only, biases and classifier, a static channel-sparse update and
+ * the p-Meta-style update. Each arm trains under a POET schedule planned for
+ * its own training graph (--train mask) at the smallest feasible budget on
+ * the m4 profile; the report gives its accuracy (mean and 95% interval over
+ * the test tasks) beside its keep-all peak, its planned arena and the arena
+ * high-water mark measured while it adapted.
+ *
+ * The p-Meta paper's code is not public; this follows its description:
+ * learned per-tensor inner rates with a sparsity penalty weighted by what
+ * adapting the tensor costs in memory (rate 0: frozen), then frozen further
+ * until the training graph fits a memory budget (a share of full
+ * adaptation's keep-all peak, poet's graph telling what each tensor costs)
+ * and meta-trained again; and per task a channel attention that adapts the
+ * half of each convolution's output channels whose weight gradient (the
+ * product of the layer's input and its output gradient) is largest.
+ *
+ * usage: poet-fewshot [TASKS] [SEED] [EPISODES] [SPARSITY] [BUDGET] > report.json */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../tests/rtutil.h"
+
+enum { WAYS = 4, QUERY = 15, MAX_NODES = 64, INNER_STEPS = 10, META_STEPS = 5 };
+
+typedef struct pool {
+    int n[10];
+    int *of[10]; /* examples of each class */
+    const float *x;
+} pool;
+
+typedef struct task {
+    int shots;
+    float *sx, *qx;
+    int32_t sy[WAYS * 5], qy[WAYS * QUERY];
+} task;
+
+static uint64_t rng_state;
+
+/* SplitMix64 */
+static uint64_t mix64(uint64_t z)
+{
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t next(void) { return rng_state = mix64(rng_state); }
+
+static void pool_init(pool *p, const poet_dataset *d)
+{
+    memset(p, 0, sizeof *p);
+    for (int c = 0; c < 10; c++) p->of[c] = malloc((size_t)(d->n_train + d->n_test) * sizeof(int));
+    for (int i = 0; i < d->n_train; i++) p->of[d->train_y[i]][p->n[d->train_y[i]]++] = i;
+    for (int i = 0; i < d->n_test; i++) p->of[d->test_y[i]][p->n[d->test_y[i]]++] = d->n_train + i;
+}
+
+static const float *example(const poet_dataset *d, int i)
+{
+    return i < d->n_train ? d->train_x + (size_t)i * 64 : d->test_x + (size_t)(i - d->n_train) * 64;
+}
+
+/* WAYS classes from [lo, hi), shots + QUERY distinct examples of each. */
+static void draw(const poet_dataset *d, const pool *p, int lo, int hi, int shots, task *t)
+{
+    int classes[WAYS];
+    for (int w = 0; w < WAYS; w++) {
+        bool again;
+        do {
+            classes[w] = lo + (int)(next() % (uint64_t)(hi - lo));
+            again = false;
+            for (int u = 0; u < w; u++) again = again || classes[u] == classes[w];
+        } while (again);
+    }
+    t->shots = shots;
+    for (int w = 0; w < WAYS; w++) {
+        int c = classes[w], n = p->n[c], pick[5 + QUERY];
+        for (int k = 0; k < shots + QUERY; k++) {
+            bool again;
+            do {
+                pick[k] = p->of[c][next() % (uint64_t)n];
+                again = false;
+                for (int u = 0; u < k; u++) again = again || pick[u] == pick[k];
+            } while (again);
+        }
+        for (int k = 0; k < shots; k++) {
+            memcpy(t->sx + (size_t)(k * WAYS + w) * 64, example(d, pick[k]), 64 * sizeof(float));
+            t->sy[k * WAYS + w] = w;
+        }
+        for (int k = 0; k < QUERY; k++) {
+            memcpy(t->qx + (size_t)(k * WAYS + w) * 64, example(d, pick[shots + k]), 64 * sizeof(float));
+            t->qy[k * WAYS + w] = w;
+        }
+    }
+}
+
+/* ---- the model's parameter tensors ---- */
+
+typedef struct tensor {
+    int node;
+    bool bias;       /* the node's second tensor (bias, beta) */
+    uint64_t at, n;  /* in the flat parameter vector */
+    uint64_t rows;   /* output channels (conv weights and biases), 0 otherwise */
+    double cost;     /* what training it beside the classifier adds to the keep-all peak (bytes) */
+} tensor;
+
+typedef struct model {
+    poet_graph g; /* cnn_digits, all+frozen-bn */
+    int n_tensors, head_w, head_b;
+    tensor t[2 * MAX_NODES];
+    uint64_t n_params;
+} model;
+
+static void model_init(model *m, const poet_graph *g)
+{
+    m->n_tensors = 0;
+    uint64_t at = 0;
+    for (int v = 0; v < g->n_forward; v++) {
+        const poet_node *n = &g->nodes[v];
+        if (!n->params) continue;
+        uint64_t w, b;
+        poet_param_split(n->op, &n->attrs, n->params, &w, &b);
+        uint64_t rows = n->op == POET_OP_CONV2D ? (uint64_t)n->attrs.features : 0;
+        m->t[m->n_tensors++] = (tensor){v, false, at, w, rows, 0};
+        if (b) m->t[m->n_tensors++] = (tensor){v, true, at + w, b, rows, 0};
+        if (n->op == POET_OP_LINEAR) m->head_w = m->n_tensors - 2, m->head_b = m->n_tensors - 1;
+        at += n->params;
+    }
+    m->n_params = at;
+}
+
+static void put_params(poet_engine *e, const model *m, const float *theta)
+{
+    for (int k = 0; k < m->n_tensors; k++) {
+        uint64_t n;
+        float *p = poet_engine_params(e, m->t[k].node, false, &n);
+        if (!m->t[k].bias) memcpy(p, theta + m->t[k].at, (size_t)(n * sizeof(float)));
+    }
+}
+
+static void get_params(poet_engine *e, const model *m, float *theta)
+{
+    for (int k = 0; k < m->n_tensors; k++) {
+        uint64_t n;
+        const float *p = poet_engine_params(e, m->t[k].node, false, &n);
+        if (!m->t[k].bias) memcpy(theta + m->t[k].at, p, (size_t)(n * sizeof(float)));
+    }
+}
+
+/* Batch norm statistics, node by node in forward order. */
+static void copy_stats(poet_engine *to, poet_engine *from, const poet_graph *g)
+{
+    for (int v = 0; v < g->n_forward; v++) {
+        uint64_t n, n2;
+        float *b = poet_engine_buffers(to, v, &n);
+        const float *s = poet_engine_buffers(from, v, &n2);
+        if (b && s && n && n == n2) memcpy(b, s, (size_t)(n * sizeof(float)));
+    }
+}
+
+/* The gradient of tensor t after a step, or NULL where it is frozen in e's graph. */
+static const float *grad_of(poet_engine *e, const poet_graph *g, const tensor *t)
+{
+    uint64_t n, w, b;
+    const poet_node *nd = &g->nodes[t->node];
+    const float *gr = poet_engine_params(e, t->node, true, &n);
+    poet_param_split(nd->op, &nd->attrs, nd->params, &w, &b);
+    bool tw = !(nd->attrs.flags & POET_ATTR_FREEZE_WEIGHTS), tb = !(nd->attrs.flags & POET_ATTR_FREEZE_BIAS);
+    if (!gr || (t->bias ? !tb : !tw)) return NULL;
+    return t->bias ? gr + (tw ? w : 0) : gr;
+}
+
+/* ---- an arm: what trains, at what rate, under which schedule ---- */
+
+typedef struct arm {
+    const char *name;
+    double rate[2 * MAX_NODES]; /* per tensor; 0: frozen */
+    bool attention;             /* per task, the half of each convolution's output channels with the largest gradient */
+    bool static_channels;       /* a fixed half: the output channels with the largest weights */
+    bool pruned[2 * MAX_NODES]; /* meta-training: frozen for good */
+    poet_graph g[2];            /* its training graph at the support batch of 1 and 5 shots */
+    rig r[2];
+    double acc[2], ci[2];
+    uint64_t keep_all[2], planned[2], high_water[2], persistent[2];
+    double energy[2]; /* of one step under the schedule, against the full graph's full-memory energy */
+} arm;
+
+static bool write_mask(const model *m, const arm *a, char *path)
+{
+    strcpy(path, "/tmp/poet-fewshot-XXXXXX");
+    int fd = mkstemp(path);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
+    if (!f) return false;
+    for (int k = 0; k < m->n_tensors; k++) {
+        if (m->t[k].bias) continue;
+        bool wt = a->rate[k] > 0, bt = k + 1 < m->n_tensors && m->t[k + 1].bias && a->rate[k + 1] > 0;
+        fprintf(f, "%s %s\n", m->g.nodes[m->t[k].node].name, wt && bt ? "all" : wt ? "weights" : bt ? "bias" : "none");
+    }
+    return fclose(f) == 0;
+}
+
+/* An engine that only computes gradients (SGD at rate 0), on g under the
+ * planner's schedule for the smallest feasible budget or the keep-all peak on the m4
+ * profile, recomputation allowed 1.5x the compute time. */
+static bool start_planned(rig *r, const poet_graph *g, const char *planner, bool smallest)
+{
+    memset(r, 0, sizeof *r);
+    poet_err err = {0};
+    poet_device dev;
+    poet_plan_options o = {.threads = 1, .quiet = true, .deterministic = true, .time_limit_s = 10};
+    bool ok = !poet_device_find("m4", &dev, &err) && !poet_instance_from_graph(g, &dev, &r->inst, &err) &&
+              !poet_problem_init(&r->p, &r->inst, 0, 1.5, &err);
+    if (ok) r->p.budget_bytes = smallest ? r->p.min_budget_bytes : r->p.keep_all_peak_bytes;
+    ok = ok && !poet_plan(planner, &r->p, &o, &r->plan, &err);
+    ok = ok && (r->plan.status == POET_PLAN_OPTIMAL || r->plan.status == POET_PLAN_FEASIBLE);
+    ok = ok && !poet_simulate(&r->p, &r->plan.schedule, &r->sim, NULL, &err);
+    poet_engine_config cfg = {g, &r->p, &r->plan.schedule, NULL, {POET_OPT_SGD, 0, 0, 0, 0, 0, 0}, 1, 0, NULL, NULL};
+    ok = ok && !poet_engine_init(&r->e, &cfg, &err);
+    if (!ok) fprintf(stderr, "fewshot: %s: %s\n", g->model, err.msg[0] ? err.msg : "no schedule");
+    return r->ok = ok;
+}
+
+/* The arm's graph at the support batch, and an engine on it under the fast
+ * planner's schedule at the smallest feasible budget. */
+static bool arm_start(const model *m, arm *a, int s, int batch, const float *theta, poet_engine *stats)
+{
+    char path[64], spec[80];
+    poet_err err = {0};
+    if (!write_mask(m, a, path)) return false;
+    snprintf(spec, sizeof spec, "mask:%s+frozen-bn", path);
+    bool ok = !poet_zoo_build("cnn_digits", batch, &a->g[s], &err) && !poet_graph_set_trainable(&a->g[s], spec, &err);
+    unlink(path);
+    if (!ok) return fprintf(stderr, "%s: %s\n", a->name, err.msg), false;
+    if (!start_planned(&a->r[s], &a->g[s], "fast", true)) return false;
+    a->keep_all[s] = a->r[s].p.keep_all_peak_bytes;
+    a->planned[s] = a->r[s].sim.peak_ram_bytes;
+    put_params(a->r[s].e, m, theta);
+    copy_stats(a->r[s].e, stats, &a->g[s]);
+    return true;
+}
+
+/* ---- adaptation ---- */
+
+/* Which output channels of tensor t adapt: all, or the half with the largest
+ * score (per row: the norm of the gradient, or of the weights). */
+static void choose_rows(const tensor *t, const float *score, uint8_t *keep)
+{
+    uint64_t rows = t->rows, per = t->n / rows;
+    double norm[256];
+    for (uint64_t r = 0; r < rows; r++) {
+        norm[r] = 0;
+        for (uint64_t i = 0; i < per; i++) norm[r] += (double)score[r * per + i] * score[r * per + i];
+    }
+    for (uint64_t r = 0; r < rows; r++) {
+        uint64_t above = 0;
+        for (uint64_t u = 0; u < rows; u++) above += norm[u] > norm[r] || (norm[u] == norm[r] && u < r);
+        keep[r] = above < rows / 2;
+    }
+}
+
+/* Adapts theta (a copy) on the support set with the arm's engine, then
+ * counts the query examples it classifies right (argmax over the task's
+ * WAYS classes) with the query engine. */
+static int adapt(const model *m, arm *a, int s, poet_engine *query, const float *theta, const task *t, float *work)
+{
+    poet_err err = {0};
+    poet_engine *e = a->r[s].e;
+    memcpy(work, theta, m->n_params * sizeof(float));
+    memset(work + m->t[m->head_w].at, 0, (m->t[m->head_w].n + m->t[m->head_b].n) * sizeof(float));
+    uint8_t keep[2 * MAX_NODES][256];
+    for (int k = 0; k < m->n_tensors; k++) memset(keep[k], 1, sizeof keep[k]);
+    for (int k = 0; a->static_channels && k < m->n_tensors; k++)
+        if (m->t[k].rows && !m->t[k].bias && a->rate[k] > 0) {
+            choose_rows(&m->t[k], theta + m->t[k].at, keep[k]);
+            memcpy(keep[k + 1], keep[k], sizeof keep[k]);
+        }
+    for (int step = 0; step < INNER_STEPS; step++) {
+        double loss;
+        put_params(e, m, work);
+        if (poet_engine_step(e, t->sx, t->sy, &loss, &err)) return fprintf(stderr, "%s\n", err.msg), -1;
+        for (int k = 0; k < m->n_tensors; k++) {
+            const tensor *tk = &m->t[k];
+            const float *g = a->rate[k] > 0 ? grad_of(e, &a->g[s], tk) : NULL;
+            if (!g) continue;
+            /* the attention looks at the first step with a gradient (the
+             * classifier starts at zero, so the body's first one is zero) */
+            if (a->attention && tk->rows && !tk->bias && step == 1) {
+                choose_rows(tk, g, keep[k]);
+                memcpy(keep[k + 1], keep[k], sizeof keep[k]);
+            }
+            uint64_t per = tk->rows ? tk->n / tk->rows : tk->n;
+            for (uint64_t i = 0; i < tk->n; i++)
+                if (!tk->rows || keep[k][i / per]) work[tk->at + i] -= (float)a->rate[k] * g[i];
+        }
+    }
+    put_params(query, m, work);
+    float logits[WAYS * QUERY * 10];
+    if (poet_engine_predict(query, t->qx, logits, &err)) return fprintf(stderr, "%s\n", err.msg), -1;
+    int right = 0;
+    for (int r = 0; r < WAYS * QUERY; r++) {
+        int best = 0;
+        for (int c = 1; c < WAYS; c++) best = logits[r * 10 + c] > logits[r * 10 + best] ? c : best;
+        right += best == t->qy[r];
+    }
+    return right;
+}
+
+/* The keep-all peak of training the tensors with rate > 0 at batch rows. */
+static uint64_t peak_of(const model *m, const arm *a, int rows)
+{
+    char path[64], spec[80];
+    poet_err err = {0};
+    poet_graph g;
+    poet_device dev;
+    poet_instance inst;
+    poet_instance_stats st = {0};
+    if (!write_mask(m, a, path)) return 0;
+    snprintf(spec, sizeof spec, "mask:%s+frozen-bn", path);
+    bool ok = !poet_zoo_build("cnn_digits", rows, &g, &err) && !poet_graph_set_trainable(&g, spec, &err) &&
+              !poet_device_find("m4", &dev, &err) && !poet_instance_from_graph(&g, &dev, &inst, &err) &&
+              !poet_instance_stats_compute(&inst, &st, &err);
+    unlink(path);
+    if (ok) poet_instance_free(&inst), poet_graph_free(&g);
+    return ok ? st.keep_all_peak_bytes : 0;
+}
+
+/* Each tensor's memory cost given what trains now (rate > 0): how much the
+ * keep-all peak of a 5-shot support batch grows when it trains too, or
+ * shrinks when it stops, as poet's graph says. Peaks do not add up (one
+ * stage sets the peak), so the costs follow the set as it changes. */
+static void measure_costs(model *m, const double *rate)
+{
+    static arm a;
+    for (int k = 0; k < m->n_tensors; k++) a.rate[k] = rate[k];
+    a.rate[m->head_w] = a.rate[m->head_b] = 1;
+    for (int k = 0; k < m->n_tensors; k++) {
+        if (k == m->head_w || k == m->head_b) continue;
+        double was = a.rate[k];
+        a.rate[k] = 1;
+        double with = (double)peak_of(m, &a, WAYS * 5);
+        a.rate[k] = 0;
+        m->t[k].cost = with - (double)peak_of(m, &a, WAYS * 5);
+        a.rate[k] = was;
+    }
+}
+
+/* ---- pre-training and meta-training on classes 0-5 ---- */
+
+typedef struct meta_opts {
+    int episodes;
+    double rate0, meta_lr, rate_lr, sparsity, rate_max;
+    double budget; /* of the full graph's keep-all peak, for what the p-Meta-style arm trains */
+} meta_opts;
+
+/* Ordinary training on every example of classes 0-5 (training-mode batch
+ * norm, so that its running statistics are the data's). */
+static bool pretrain(const poet_dataset *d, const pool *p, rig *r, int epochs)
+{
+    poet_graph *g = malloc(sizeof *g);
+    poet_err err = {0};
+    if (poet_zoo_build("cnn_digits", 32, g, &err)) return fprintf(stderr, "%s\n", err.msg), false;
+    rig_start(r, g, "keep-all", 0, NULL, poet_optimizer_default(POET_OPT_SGD), 11);
+    if (!r->ok) return false;
+    int n = 0, *all = malloc(2000 * sizeof(int));
+    for (int c = 0; c < 6; c++)
+        for (int i = 0; i < p->n[c]; i++) all[n++] = p->of[c][i];
+    float x[32 * 64];
+    int32_t y[32];
+    for (int e = 0; e < epochs; e++) {
+        for (int i = n - 1; i > 0; i--) {
+            int j = (int)(next() % (uint64_t)(i + 1)), t = all[i];
+            all[i] = all[j], all[j] = t;
+        }
+        for (int b = 0; b + 32 <= n; b += 32) {
+            for (int k = 0; k < 32; k++) {
+                memcpy(x + k * 64, example(d, all[b + k]), 64 * sizeof(float));
+                y[k] = all[b + k] < d->n_train ? d->train_y[all[b + k]] : d->test_y[all[b + k] - d->n_train];
+            }
+            double loss;
+            if (poet_engine_step(r->e, x, y, &loss, &err)) return fprintf(stderr, "%s\n", err.msg), false;
+        }
+    }
+    free(all);
+    return true;
+}
+
+/* First-order MAML on 5-shot tasks of classes 0-5; the inner rates learn
+ * from the first-order hypergradient -<query gradient, sum of support
+ * gradients>, normalized by its running RMS, plus a penalty proportional to
+ * what adapting the tensor keeps in memory; a rate at 0 freezes its tensor. */
+static bool meta_train(const poet_dataset *d, const pool *p, model *m, arm *meta, poet_engine *query,
+                       float *theta, const meta_opts *o, int episodes, task *t)
+{
+    poet_err err = {0};
+    poet_engine *e = meta->r[1].e;
+    float *work = malloc(m->n_params * sizeof(float)), *sums = malloc(m->n_params * sizeof(float));
+    double rms[2 * MAX_NODES] = {0}, cost_max = 1;
+    for (int k = 0; k < m->n_tensors; k++) cost_max = m->t[k].cost > cost_max ? m->t[k].cost : cost_max;
+    for (int ep = 0; ep < episodes; ep++) {
+        draw(d, p, 0, 6, 5, t);
+        memcpy(work, theta, m->n_params * sizeof(float));
+        memset(work + m->t[m->head_w].at, 0, (m->t[m->head_w].n + m->t[m->head_b].n) * sizeof(float));
+        memset(sums, 0, m->n_params * sizeof(float));
+        double loss;
+        for (int step = 0; step < META_STEPS; step++) {
+            put_params(e, m, work);
+            if (poet_engine_step(e, t->sx, t->sy, &loss, &err)) return fprintf(stderr, "%s\n", err.msg), false;
+            for (int k = 0; k < m->n_tensors; k++) {
+                const float *g = grad_of(e, &meta->g[1], &m->t[k]);
+                for (uint64_t i = 0; g && i < m->t[k].n; i++)
+                    work[m->t[k].at + i] -= (float)meta->rate[k] * g[i], sums[m->t[k].at + i] += g[i];
+            }
+        }
+        put_params(query, m, work);
+        if (poet_engine_step(query, t->qx, t->qy, &loss, &err)) return fprintf(stderr, "%s\n", err.msg), false;
+        for (int k = 0; k < m->n_tensors; k++) {
+            const tensor *tk = &m->t[k];
+            uint64_t n;
+            const float *gq = poet_engine_params(query, tk->node, true, &n);
+            if (!gq) continue;
+            gq += tk->bias ? n - tk->n : 0;
+            double h = 0;
+            for (uint64_t i = 0; i < tk->n; i++) h -= (double)gq[i] * sums[tk->at + i];
+            if (k != m->head_w && k != m->head_b) {
+                for (uint64_t i = 0; i < tk->n; i++) theta[tk->at + i] -= (float)o->meta_lr * gq[i];
+                rms[k] = ep ? 0.99 * rms[k] + 0.01 * h * h : h * h;
+                double r = meta->rate[k] - o->rate_lr * (h / (sqrt(rms[k]) + 1e-30) + o->sparsity * tk->cost / cost_max);
+                if (!meta->pruned[k]) meta->rate[k] = r < 0 ? 0 : r > o->rate_max ? o->rate_max : r;
+            }
+        }
+    }
+    /* a rate that stays below a hundredth of the initial one is the
+     * penalty's zero reached in steps of finite size: freeze it */
+    for (int k = 0; k < m->n_tensors; k++)
+        if (meta->rate[k] < 0.01 * o->rate0) meta->rate[k] = 0;
+    free(work), free(sums);
+    return true;
+}
+
+/* Freezes learned tensors until the graph that trains the rest fits budget
+ * (keep-all peak of a 5-shot support batch): each time the one whose
+ * freezing lowers the peak most per unit of its rate, as poet's graph
+ * says. */
+static void prune_to_budget(const model *m, arm *meta, uint64_t budget)
+{
+    uint64_t peak;
+    while ((peak = peak_of(m, meta, WAYS * 5)) > budget) {
+        int best = -1;
+        double best_score = -1;
+        for (int k = 0; k < m->n_tensors; k++) {
+            if (k == m->head_w || k == m->head_b || meta->rate[k] <= 0) continue;
+            double was = meta->rate[k];
+            meta->rate[k] = 0;
+            double score = (double)(peak - peak_of(m, meta, WAYS * 5)) / was;
+            meta->rate[k] = was;
+            if (score > best_score) best = k, best_score = score;
+        }
+        if (best < 0) return;
+        meta->rate[best] = 0, meta->pruned[best] = true;
+    }
+}
+
+/* ---- the report ---- */
+
+static void evaluate(const poet_dataset *d, const pool *p, const model *m, arm *a, poet_engine *query,
+                     const float *theta, int tasks, uint64_t seed, task *t, float *work)
+{
+    for (int s = 0; s < 2; s++) {
+        int shots = s ? 5 : 1;
+        double sum = 0, sq = 0;
+        for (int k = 0; k < tasks; k++) {
+            rng_state = mix64(seed ^ (uint64_t)(k * 2 + s));
+            draw(d, p, 6, 10, shots, t);
+            int right = adapt(m, a, s, query, theta, t, work);
+            double acc = right < 0 ? 0 : (double)right / (WAYS * QUERY);
+            sum += acc, sq += acc * acc;
+        }
+        double mean = sum / tasks, sd = sqrt(fmax(0, sq / tasks - mean * mean) * tasks / (tasks - 1.0));
+        a->acc[s] = 100 * mean, a->ci[s] = 100 * 1.96 * sd / sqrt((double)tasks);
+        a->high_water[s] = poet_engine_get_stats(a->r[s].e)->arena_peak_bytes;
+        a->persistent[s] = poet_engine_get_stats(a->r[s].e)->persistent_bytes;
+        a->energy[s] = a->r[s].sim.energy_j;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int tasks = argc > 1 ? atoi(argv[1]) : 500;
+    uint64_t seed = argc > 2 ? strtoull(argv[2], NULL, 10) : 2026;
+    meta_opts o = {argc > 3 ? atoi(argv[3]) : 3000, 0.1, 0.01, 0.002, 0.5, 0.5, 0.4};
+    if (argc > 4) o.sparsity = atof(argv[4]);
+    if (argc > 5) o.budget = atof(argv[5]);
+    if (tasks < 2) return fprintf(stderr, "usage: poet-fewshot [TASKS >= 2] [SEED] [EPISODES] [SPARSITY] [BUDGET]\n"), 2;
+    fprintf(stderr, "fewshot: seed %llu, %d test tasks, %d meta-training episodes\n", (unsigned long long)seed, tasks,
+            o.episodes);
+    rng_state = seed;
+    poet_dataset d;
+    poet_err err = {0};
+    if (poet_dataset_load("digits", NULL, &d, &err)) return fprintf(stderr, "%s\n", err.msg), 1;
+    pool p;
+    pool_init(&p, &d);
+    task t = {0, malloc(WAYS * 5 * 64 * sizeof(float)), malloc(WAYS * QUERY * 64 * sizeof(float)), {0}, {0}};
+    rig pre;
+    if (!pretrain(&d, &p, &pre, 15)) return 1;
+    model m;
+    poet_err e2 = {0};
+    if (poet_zoo_build("cnn_digits", WAYS * QUERY, &m.g, &e2) || poet_graph_set_trainable(&m.g, "all+frozen-bn", &e2))
+        return fprintf(stderr, "%s\n", e2.msg), 1;
+    model_init(&m, &m.g);
+    float *theta = malloc(m.n_params * sizeof(float)), *work = malloc(m.n_params * sizeof(float));
+    get_params(pre.e, &m, theta);
+    rig q;
+    if (!start_planned(&q, &m.g, "keep-all", false)) return 1;
+    copy_stats(q.e, pre.e, &m.g);
+    static arm meta = {.name = "meta-training"};
+    for (int k = 0; k < m.n_tensors; k++) meta.rate[k] = o.rate0;
+    if (!arm_start(&m, &meta, 1, WAYS * 5, theta, pre.e)) return 1;
+    /* learn rates under the penalty, freeze to the memory budget, then
+     * meta-train again with what is left */
+    static arm none;
+    measure_costs(&m, none.rate);
+    if (!meta_train(&d, &p, &m, &meta, q.e, theta, &o, o.episodes, &t)) return 1;
+    uint64_t full_peak = 0;
+    {
+        static arm all;
+        for (int k = 0; k < m.n_tensors; k++) all.rate[k] = 1;
+        full_peak = peak_of(&m, &all, WAYS * 5);
+    }
+    prune_to_budget(&m, &meta, (uint64_t)(o.budget * (double)full_peak));
+    if (!meta_train(&d, &p, &m, &meta, q.e, theta, &o, o.episodes / 3, &t)) return 1;
+    static arm arms[5] = {{.name = "full adaptation"},
+                          {.name = "classifier only"},
+                          {.name = "biases and classifier"},
+                          {.name = "channel-sparse (static half)", .static_channels = true},
+                          {.name = "p-Meta-style", .attention = true}};
+    for (int k = 0; k < m.n_tensors; k++) {
+        const tensor *tk = &m.t[k];
+        bool head = k == m.head_w || k == m.head_b;
+        arms[0].rate[k] = o.rate0;
+        arms[1].rate[k] = head ? o.rate0 : 0;
+        arms[2].rate[k] = head || tk->bias ? o.rate0 : 0;
+        arms[3].rate[k] = head || tk->rows ? o.rate0 : 0;
+        arms[4].rate[k] = head ? o.rate0 : meta.rate[k];
+    }
+    printf("{\"seed\": %llu, \"tasks\": %d, \"episodes\": %d, \"sparsity\": %g, \"budget\": %g, \"rates\": [",
+           (unsigned long long)seed, tasks, o.episodes, o.sparsity, o.budget);
+    for (int k = 0; k < m.n_tensors; k++)
+        printf("%s{\"node\": \"%s\", \"tensor\": \"%s\", \"rate\": %.5f, \"cost_bytes\": %.0f}", k ? ", " : "",
+               m.g.nodes[m.t[k].node].name, m.t[k].bias ? "bias" : "weights", meta.rate[k], m.t[k].cost);
+    printf("], \"arms\": [\n");
+    for (int a = 0; a < 5; a++) {
+        if (!arm_start(&m, &arms[a], 0, WAYS * 1, theta, pre.e) || !arm_start(&m, &arms[a], 1, WAYS * 5, theta, pre.e))
+            return 1;
+        evaluate(&d, &p, &m, &arms[a], q.e, theta, tasks, seed, &t, work);
+        const arm *x = &arms[a];
+        printf("%s{\"arm\": \"%s\", \"acc_1shot\": %.3f, \"ci_1shot\": %.3f, \"acc_5shot\": %.3f, \"ci_5shot\": %.3f, "
+               "\"keep_all_1shot\": %llu, \"planned_1shot\": %llu, \"high_water_1shot\": %llu, "
+               "\"keep_all_5shot\": %llu, \"planned_5shot\": %llu, \"high_water_5shot\": %llu, "
+               "\"persistent_1shot\": %llu, \"persistent_5shot\": %llu, \"energy_j_1shot\": %.6g, \"energy_j_5shot\": %.6g}\n",
+               a ? ", " : "", x->name, x->acc[0], x->ci[0], x->acc[1], x->ci[1], (unsigned long long)x->keep_all[0],
+               (unsigned long long)x->planned[0], (unsigned long long)x->high_water[0],
+               (unsigned long long)x->keep_all[1], (unsigned long long)x->planned[1],
+               (unsigned long long)x->high_water[1], (unsigned long long)x->persistent[0],
+               (unsigned long long)x->persistent[1], x->energy[0], x->energy[1]);
+        fflush(stdout);
+    }
+    printf("]}\n");
+    return 0;
+}
