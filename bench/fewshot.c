@@ -247,6 +247,12 @@ static bool arm_start(const model *m, arm *a, int s, int batch, const float *the
     return true;
 }
 
+static void arm_free(arm *a)
+{
+    for (int s = 0; s < 2; s++)
+        if (a->g[s].nodes) rig_free(&a->r[s]), poet_graph_free(&a->g[s]);
+}
+
 /* ---- adaptation ---- */
 
 /* Which output channels of tensor t adapt: all, or the half with the largest
@@ -362,9 +368,8 @@ typedef struct meta_opts {
 
 /* Ordinary training on every example of classes 0-5 (training-mode batch
  * norm, so that its running statistics are the data's). */
-static bool pretrain(const poet_dataset *d, const pool *p, rig *r, int epochs)
+static bool pretrain(const poet_dataset *d, const pool *p, poet_graph *g, rig *r, int epochs)
 {
-    poet_graph *g = malloc(sizeof *g);
     poet_err err = {0};
     if (poet_zoo_build("cnn_digits", 32, g, &err)) return fprintf(stderr, "%s\n", err.msg), false;
     rig_start(r, g, "keep-all", 0, NULL, poet_optimizer_default(POET_OPT_SGD), 11);
@@ -509,7 +514,8 @@ int main(int argc, char **argv)
     pool_init(&p, &d);
     task t = {0, malloc(WAYS * 5 * 64 * sizeof(float)), malloc(WAYS * QUERY * 64 * sizeof(float)), {0}, {0}};
     rig pre;
-    if (!pretrain(&d, &p, &pre, 15)) return 1;
+    poet_graph pre_g;
+    if (!pretrain(&d, &p, &pre_g, &pre, 15)) return 1;
     model m;
     poet_err e2 = {0};
     if (poet_zoo_build("cnn_digits", WAYS * QUERY, &m.g, &e2) || poet_graph_set_trainable(&m.g, "all+frozen-bn", &e2))
@@ -573,5 +579,12 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     printf("]}\n");
+    for (int a = 0; a < 5; a++) arm_free(&arms[a]);
+    arm_free(&meta);
+    rig_free(&q), rig_free(&pre);
+    poet_graph_free(&m.g), poet_graph_free(&pre_g);
+    for (int c = 0; c < 10; c++) free(p.of[c]);
+    poet_dataset_free(&d);
+    free(t.sx), free(t.qx), free(theta), free(work);
     return 0;
 }
