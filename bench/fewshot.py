@@ -3,7 +3,7 @@
 the memory-accuracy figure and table.
 
 usage: bench/fewshot.py POET_FEWSHOT [--tasks 500] [--seed 2026] [--episodes 3000]
-                        [--sparsity 0.5] [--budget 0.4] [--svg FILE] [--json FILE]
+                        [--sparsity 0.5] [--budget 0.4] [--svg FILE] [--json FILE | --save FILE]
 
 Runs build/poet-fewshot (bench/fewshot.c): pre-training on classes 0-5,
 p-Meta-style meta-training, then 4-way 1-shot and 5-shot tasks from the
@@ -60,15 +60,17 @@ def svg(report, path):
 def table(r):
     print(f"seed {r['seed']}, {r['tasks']} test tasks per setting, {r['episodes']} meta-training episodes, "
           f"sparsity {r['sparsity']}, memory budget {r.get('budget', 1)} of full adaptation's keep-all peak\n")
-    print("| arm | 1-shot accuracy (%) | 5-shot accuracy (%) | keep-all peak (B) | POET arena (B) | high-water (B) "
-          "| persistent (B) | energy of a step under POET (mJ) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| arm | rate x | 1-shot accuracy (%) | 5-shot accuracy (%) | keep-all peak (B) | POET arena (B) "
+          "| high-water (B) | persistent (B) | energy of a step under POET (mJ) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for a in r["arms"]:
-        print(f"| {a['arm']} | {a['acc_1shot']:.2f} ± {a['ci_1shot']:.2f} | {a['acc_5shot']:.2f} ± {a['ci_5shot']:.2f} "
+        print(f"| {a['arm']} | {a.get('rate_scale', 1):g} | {a['acc_1shot']:.2f} ± {a['ci_1shot']:.2f} | {a['acc_5shot']:.2f} ± {a['ci_5shot']:.2f} "
               f"| {a['keep_all_5shot']} / {a['keep_all_1shot']} | {a['planned_5shot']} / {a['planned_1shot']} "
               f"| {a['high_water_5shot']} / {a['high_water_1shot']} | {a['persistent_5shot']} / {a['persistent_1shot']} "
               f"| {1e3 * a['energy_j_5shot']:.3f} / {1e3 * a['energy_j_1shot']:.3f} |")
-    print("\nMemory and energy columns: 5-shot / 1-shot (support batches of 20 and 4).")
+    print("\nMemory and energy columns: 5-shot / 1-shot (support batches of 20 and 4). Rate x: the multiplier of "
+          "the arm's inner rates (0.1 each for the baselines, the learned ones for p-Meta-style) that adapted best "
+          "on 5-shot tasks of the meta-training classes 0-5.")
     full, last, pm = r["arms"][0], r["arms"][1], r["arms"][4]
     print()
     for s in ("5shot", "1shot"):
@@ -94,6 +96,7 @@ def main():
     ap.add_argument("--budget", type=float, default=0.4, help="of full adaptation's keep-all peak, for the p-Meta-style arm")
     ap.add_argument("--svg")
     ap.add_argument("--json", help="read this report instead of running (a saved run's output)")
+    ap.add_argument("--save", help="write the run's report (JSON) here")
     a = ap.parse_args()
     if a.json:
         with open(a.json) as f:
@@ -103,6 +106,9 @@ def main():
                               str(a.budget)], check=True,
                              capture_output=True, text=True).stdout
         report = json.loads(out)
+        if a.save:
+            with open(a.save, "w") as f:
+                f.write(out)
     table(report)
     if a.svg:
         svg(report, a.svg)
