@@ -171,13 +171,12 @@ static void copy_stats(poet_engine *to, poet_engine *from, const poet_graph *g)
 /* The gradient of tensor t after a step, or NULL where it is frozen in e's graph. */
 static const float *grad_of(poet_engine *e, const poet_graph *g, const tensor *t)
 {
-    uint64_t n, w, b;
+    uint64_t n, tw, tb;
     const poet_node *nd = &g->nodes[t->node];
     const float *gr = poet_engine_params(e, t->node, true, &n);
-    poet_param_split(nd->op, &nd->attrs, nd->params, &w, &b);
-    bool tw = !(nd->attrs.flags & POET_ATTR_FREEZE_WEIGHTS), tb = !(nd->attrs.flags & POET_ATTR_FREEZE_BIAS);
-    if (!gr || (t->bias ? !tb : !tw)) return NULL;
-    return t->bias ? gr + (tw ? w : 0) : gr;
+    poet_param_trained_split(nd->op, &nd->attrs, nd->params, &tw, &tb);
+    if (!gr || !(t->bias ? tb : tw)) return NULL;
+    return t->bias ? gr + tw : gr;
 }
 
 /* ---- an arm: what trains, at what rate, under which schedule ---- */

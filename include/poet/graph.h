@@ -159,12 +159,23 @@ static inline void poet_param_split(poet_op op, const poet_attrs *a, uint64_t pa
     *bias = b;
 }
 
-/* Of a node's parameters, those that train (the POET_ATTR_FREEZE_* flags). */
+/* The same split counting only what trains: 0 for a tensor the
+ * POET_ATTR_FREEZE_* flags freeze. Gradients and optimizer state hold the
+ * trained weights, then the trained bias. */
+static inline void poet_param_trained_split(poet_op op, const poet_attrs *a, uint64_t params, uint64_t *weights,
+                                            uint64_t *bias)
+{
+    poet_param_split(op, a, params, weights, bias);
+    if (a->flags & POET_ATTR_FREEZE_WEIGHTS) *weights = 0;
+    if (a->flags & POET_ATTR_FREEZE_BIAS) *bias = 0;
+}
+
+/* Of a node's parameters, those that train. */
 static inline uint64_t poet_param_trained(poet_op op, const poet_attrs *a, uint64_t params)
 {
     uint64_t w, b;
-    poet_param_split(op, a, params, &w, &b);
-    return (a->flags & POET_ATTR_FREEZE_WEIGHTS ? 0 : w) + (a->flags & POET_ATTR_FREEZE_BIAS ? 0 : b);
+    poet_param_trained_split(op, a, params, &w, &b);
+    return w + b;
 }
 
 /* Chooses which parameter tensors train and derives the backward pass

@@ -354,11 +354,10 @@ static poet_status compute(poet_dev *d, const kbuffer *bufs, const kinstr *in, b
     /* side effects belong to a node's own stage, never to a recomputation */
     if (first && n->op == POET_OP_GRAD && n->params) {
         const knode *f = &d->nodes[n->fwd];
-        uint64_t w, b;
-        poet_param_split((poet_op)f->op, &f->attrs, f->params, &w, &b);
-        bool tw = w && !(f->attrs.flags & POET_ATTR_FREEZE_WEIGHTS), tb = b && !(f->attrs.flags & POET_ATTR_FREEZE_BIAS);
+        uint64_t tw, tb;
+        poet_param_trained_split((poet_op)f->op, &f->attrs, f->params, &tw, &tb);
         c.grad_w = tw ? d->grads + n->grad_at : NULL;
-        c.grad_b = tb ? d->grads + n->grad_at + (tw ? w : 0) : NULL;
+        c.grad_b = tb ? d->grads + n->grad_at + tw : NULL;
     }
     if (first && n->op == POET_OP_BATCHNORM2D) c.running_out = d->state_next + n->buffer_at;
     for (int j = 0; j < n->n_inputs; j++)
@@ -504,10 +503,11 @@ static void optimizer_update(poet_dev *d)
     float c1 = (float)(1.0 - pow_uint(h->beta1, d->step + 1)), c2 = (float)(1.0 - pow_uint(h->beta2, d->step + 1));
     for (uint32_t v = 0; v < h->n_forward; v++) {
         const knode *n = &d->nodes[v];
-        uint64_t w, b, g = n->grad_at;
+        uint64_t w, b, tw, tb;
         poet_param_split((poet_op)n->op, &n->attrs, n->params, &w, &b);
-        if (w && !(n->attrs.flags & POET_ATTR_FREEZE_WEIGHTS)) optimizer_update_range(d, n->param_at, g, w, c1, c2), g += w;
-        if (b && !(n->attrs.flags & POET_ATTR_FREEZE_BIAS)) optimizer_update_range(d, n->param_at + w, g, b, c1, c2);
+        poet_param_trained_split((poet_op)n->op, &n->attrs, n->params, &tw, &tb);
+        optimizer_update_range(d, n->param_at, n->grad_at, tw, c1, c2);
+        optimizer_update_range(d, n->param_at + w, n->grad_at + tw, tb, c1, c2);
     }
 }
 

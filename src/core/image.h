@@ -95,10 +95,10 @@ typedef struct img_header {
  * before its bias: what a partial update chooses among. 0 for other ops. */
 static inline uint64_t knode_weights(const knode *n)
 {
-    uint64_t bias = n->attrs.flags & POET_ATTR_NO_BIAS ? 0 : 1;
-    if (n->op == POET_OP_CONV2D) return n->params - bias * (uint64_t)n->dim[1];
-    if (n->op == POET_OP_LINEAR) return n->params - bias * (uint64_t)n->dim[n->ndim - 1];
-    return 0;
+    uint64_t w, b;
+    if (n->op != POET_OP_CONV2D && n->op != POET_OP_LINEAR) return 0;
+    poet_param_split((poet_op)n->op, &n->attrs, n->params, &w, &b);
+    return w;
 }
 
 /* Of a forward node's parameters, the floats that train. */

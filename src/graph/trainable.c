@@ -128,11 +128,12 @@ poet_status poet_graph_set_trainable(poet_graph *g, const char *spec, poet_err *
     int F = g->n_forward, *freeze = malloc((size_t)F * sizeof *freeze), *was = malloc((size_t)F * sizeof *was);
     poet_status st = freeze && was && base ? parse_spec(g, base, freeze, err)
                                            : poet_fail(err, POET_ERR_NOMEM, "out of memory choosing what trains");
-    uint64_t trains = 0, w, b;
+    uint64_t trains = 0;
     for (int v = 0; !st && v < F; v++) {
         const poet_node *n = &g->nodes[v];
-        poet_param_split(n->op, &n->attrs, n->params, &w, &b);
-        trains += (freeze[v] & POET_ATTR_FREEZE_WEIGHTS ? 0 : w) + (freeze[v] & POET_ATTR_FREEZE_BIAS ? 0 : b);
+        poet_attrs chosen = n->attrs;
+        chosen.flags = (chosen.flags & ~SPEC_FLAGS) | freeze[v];
+        trains += poet_param_trained(n->op, &chosen, n->params);
         was[v] = n->attrs.flags & SPEC_FLAGS;
         if (frozen_bn && n->op == POET_OP_BATCHNORM2D) freeze[v] |= POET_ATTR_BN_EVAL;
     }
