@@ -99,6 +99,22 @@ static void unserve(served *v)
     poet_graph_free(&v->g);
 }
 
+/* The server pairs every weight with its gradient: a graph with frozen
+ * parameters (--train) has fewer gradients, and is refused. */
+static void test_frozen_refused(void)
+{
+    served v = {0};
+    poet_err err = {0};
+    CHECK(!poet_zoo_build("mlp_digits", BATCH, &v.g, &err) && !poet_graph_set_trainable(&v.g, "last:1", &err));
+    rig_start(&v.r, &v.g, "keep-all", 0, NULL, poet_optimizer_default(POET_OPT_SGD), 5);
+    poet_engine_config cfg = {&v.g, &v.r.p, &v.r.plan.schedule, NULL, poet_optimizer_default(POET_OPT_SGD), 5, 0,
+                              NULL, NULL};
+    poet_update_options o = {POET_UPDATE_DPU, 0.1, 2, false, 9, false};
+    CHECK(v.r.ok && poet_update_server_new(&v.s, &cfg, &o, &err) && strstr(err.msg, "every parameter must train") &&
+          !v.s);
+    unserve(&v);
+}
+
 /* Validation: the last 40 of the 200 examples; round r trains on the first n. */
 static poet_status round_on(served *v, const poet_dataset *d, int n, uint8_t **patch, size_t *len,
                             poet_update_report *rep)
@@ -359,6 +375,7 @@ int main(void)
 {
     test_mask(POET_OPT_SGD);
     test_mask(POET_OPT_ADAM);
+    test_frozen_refused();
     poet_dataset d;
     rt_fake_digits(&d, 200, 20);
     test_k1_is_full(&d);

@@ -56,13 +56,14 @@ bool poet_update_method_parse(const char *name, poet_update_method *m)
 
 /* ---- the model in the engine ---- */
 
-/* Weights and buffers in, optimizer state zeroed, step 0. */
+/* Weights and buffers in, optimizer state zeroed, step 0: the state
+ * image is the weights, the optimizer state, the buffers and the step. */
 static poet_status load_model(poet_update_server *s, const float *w, const float *state, poet_err *err)
 {
     size_t np = 4 * s->P, ns = 4 * s->S, len = poet_engine_state_bytes(s->e);
     memset(s->state_image, 0, len);
     memcpy(s->state_image, w, np);
-    memcpy(s->state_image + 3 * np, state, ns);
+    memcpy(s->state_image + len - 8 - ns, state, ns);
     return poet_engine_state_load(s->e, s->state_image, len, err);
 }
 
@@ -108,8 +109,10 @@ poet_status poet_update_server_new(poet_update_server **out, const poet_engine_c
     s->dev = poet_engine_device(s->e);
     int classes;
     poet_engine_batch_shape(s->e, &s->rows, &s->per, &classes);
+    uint64_t trained;
     poet_dev_weights(s->dev, &s->P);
     poet_dev_state(s->dev, &s->S);
+    poet_dev_gradients(s->dev, &trained);
     uint64_t P = s->P, S = s->S + 1;
     s->is_weight = malloc(P);
     s->I = poet_dev_update_weights(s->dev, s->is_weight);
@@ -128,6 +131,10 @@ poet_status poet_update_server_new(poet_update_server **out, const poet_engine_c
     if (!s->I) {
         poet_update_server_free(s);
         return poet_fail(err, POET_ERR_INVALID, "update: the model has no convolution or linear weights to choose among");
+    }
+    if (trained != P) { /* the scores pair each weight with its gradient */
+        poet_update_server_free(s);
+        return poet_fail(err, POET_ERR_INVALID, "update: every parameter must train (the graph has frozen ones)");
     }
     save_model(s, s->deployed, s->deployed_state);
     *out = s;
