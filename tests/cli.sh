@@ -411,5 +411,25 @@ refuse "plan: --train with --instance" "--train apply to --model and --onnx" "$p
 refuse "update: --train" "chooses what each round trains" "$poet" update --model mlp_digits_wide --train biases
 ok "ONNX --train last:2" "$poet" graph --onnx "$onnx/digits_cnn.onnx" --device m4 --train last:2 --json
 
+# DRESS-style sparsity levels: one schedule, energy per level, row-sorted parameter bytes
+ok "plan --sparse-levels" "$poet" plan --model mlp_digits_wide --device m4 --budget 75% --sparse-levels 0,50,75,90 --json
+if /usr/bin/python3 - "$tmp/out" <<'PY'; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: --sparse-levels report"; fi
+import json, sys
+r = json.load(open(sys.argv[1]))
+lv = r["sparse_levels"]
+weights = 64 * 256 + 256 * 256 + 256 * 10  # the linear weights, a 16-bit column each beside the floats
+assert [l["sparsity"] for l in lv] == [0, 0.5, 0.75, 0.9], lv
+assert all(l["parameter_bytes"] == 4 * (weights + 256 + 256 + 10) + 2 * weights for l in lv), lv
+assert abs(lv[0]["energy_j"] - r["energy_j"]) <= 1e-12 * r["energy_j"], (lv[0], r["energy_j"])
+assert all(a["energy_j"] > b["energy_j"] for a, b in zip(lv, lv[1:])), lv
+assert all(a["compute_time_s"] > b["compute_time_s"] for a, b in zip(lv, lv[1:])), lv
+PY
+refuse "plan: sparse levels not increasing" "--sparse-levels must be increasing" "$poet" plan --model mlp_digits \
+    --device m4 --budget 100% --sparse-levels 50,40
+refuse "plan: sparse level of 100%" "--sparse-levels must be increasing" "$poet" plan --model mlp_digits \
+    --device m4 --budget 100% --sparse-levels 0,100
+refuse "plan: sparse levels on an instance" "--sparse-levels needs the model" "$poet" plan --instance "$tmp/g.json" \
+    --budget 50% --sparse-levels 50
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

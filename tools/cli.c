@@ -190,8 +190,10 @@ int load_graph(const char *cmd, const char *model, const char *onnx, const char 
 }
 
 /* Loads the costed graph named by --model or --onnx with --device and
- * --batch, or by --instance. */
-int load_instance(const char *cmd, const graph_src *src, poet_instance *inst)
+ * --batch, or by --instance; and with n_levels > 0, the graph's costs at
+ * each DRESS-style sparsity level (basis points) into levels[]. */
+int load_instances(const char *cmd, const graph_src *src, poet_instance *inst, const uint32_t *sparsity_bp,
+                   int n_levels, poet_instance *levels)
 {
     poet_err err = {0};
     if ((src->model != NULL) + (src->onnx != NULL) + (src->instance != NULL) != 1)
@@ -199,6 +201,7 @@ int load_instance(const char *cmd, const graph_src *src, poet_instance *inst)
     if (src->instance) {
         if (src->device || src->batch || src->train)
             return usage_error(cmd, "--device, --batch and --train apply to --model and --onnx", NULL);
+        if (n_levels) return usage_error(cmd, "--sparse-levels needs the model's layers: --model or --onnx", NULL);
         return poet_instance_read_file(src->instance, inst, &err) ? lib_error(&err) : 0;
     }
     if (!src->device) return usage_error(cmd, "--model and --onnx need --device", NULL);
@@ -213,8 +216,18 @@ int load_instance(const char *cmd, const graph_src *src, poet_instance *inst)
     int rc = load_graph(cmd, src->model, src->onnx, src->train, b, &zoo, &m, &g);
     if (rc) return rc;
     poet_status st = poet_instance_from_graph(g, &dev, inst, &err);
+    for (int k = 0; k < n_levels && !st; k++)
+        if ((st = poet_instance_sparse(g, &dev, sparsity_bp[k], &levels[k], &err))) {
+            while (k-- > 0) poet_instance_free(&levels[k]);
+            poet_instance_free(inst);
+        }
     if (m) poet_onnx_free(m);
     else poet_graph_free(&zoo);
     return st ? lib_error(&err) : 0;
+}
+
+int load_instance(const char *cmd, const graph_src *src, poet_instance *inst)
+{
+    return load_instances(cmd, src, inst, NULL, 0, NULL);
 }
 

@@ -67,6 +67,11 @@ int read_schedule(const char *path, poet_schedule *s, poet_instance *graph);
 
 /* The costed graph a graph_src names; 0 or an exit code. */
 int load_instance(const char *cmd, const graph_src *src, poet_instance *inst);
+/* And beside it, with n_levels > 0, its costs at each DRESS-style sparsity
+ * level (basis points; poet_instance_sparse) in levels[]; --instance files
+ * are refused then (they have no layers). */
+int load_instances(const char *cmd, const graph_src *src, poet_instance *inst, const uint32_t *sparsity_bp,
+                   int n_levels, poet_instance *levels);
 
 int cmd_train(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);

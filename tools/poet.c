@@ -265,7 +265,37 @@ typedef struct report {
     const poet_sim *sim; /* NULL when there is no schedule */
     double lower_bound_j, solve_seconds, found_seconds; /* < 0 or NAN: not planned here */
     bool validated;
+    int n_levels; /* DRESS-style sparsity levels the schedule is costed at (plan --sparse-levels) */
+    const uint32_t *sparsity_bp;
+    const poet_sim *level_sim;
+    const double *level_parameter_bytes;
 } report;
+
+static cJSON *levels_json(const report *r)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (int k = 0; k < r->n_levels; k++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "sparsity", r->sparsity_bp[k] / 1e4);
+        cJSON_AddNumberToObject(o, "parameter_bytes", r->level_parameter_bytes[k]);
+        cJSON_AddNumberToObject(o, "energy_j", r->level_sim[k].energy_j);
+        cJSON_AddNumberToObject(o, "compute_j", r->level_sim[k].compute_j);
+        cJSON_AddNumberToObject(o, "compute_time_s", r->level_sim[k].compute_time_s);
+        cJSON_AddNumberToObject(o, "time_with_paging_s", r->level_sim[k].time_with_paging_s);
+        cJSON_AddItemToArray(a, o);
+    }
+    return a;
+}
+
+static void print_levels(const report *r)
+{
+    if (!r->n_levels) return;
+    printf("  the same schedule at each DRESS-style sparsity level (linear layers row-sorted):\n");
+    printf("  %8s %14s %14s %14s %16s\n", "sparsity", "energy J", "compute s", "with paging s", "parameters B");
+    for (int k = 0; k < r->n_levels; k++)
+        printf("  %7.2f%% %14.6g %14.6g %14.6g %16.0f\n", r->sparsity_bp[k] / 100.0, r->level_sim[k].energy_j,
+               r->level_sim[k].compute_time_s, r->level_sim[k].time_with_paging_s, r->level_parameter_bytes[k]);
+}
 
 static int print_report(const report *r, bool json)
 {
@@ -303,6 +333,7 @@ static int print_report(const report *r, bool json)
         add_num_or_null(o, "found_seconds", r->found_seconds >= 0, r->found_seconds);
         cJSON_AddBoolToObject(o, "validated", r->validated);
         if (r->note && *r->note) cJSON_AddStringToObject(o, "note", r->note);
+        if (r->n_levels) cJSON_AddItemToObject(o, "sparse_levels", levels_json(r));
         return print_json(o);
     }
     printf("%s on %s: budget %llu B (%.1f%% of the keep-all peak %llu B), runtime factor %g\n", p->inst->model,
@@ -324,6 +355,7 @@ static int print_report(const report *r, bool json)
            m->compute_time_s, m->time_with_paging_s);
     printf("  %-15s %d recomputations, %d page-ins, %d page-outs\n", "operations", m->recomputations, m->page_ins,
            m->page_outs);
+    print_levels(r);
     return 0;
 }
 
@@ -333,7 +365,7 @@ static const char PLAN_HELP[] =
     "                 --budget BYTES|PCT%|ram [--runtime-factor F] [--planner NAME]\n"
     "                 [--time-limit S] [--gap TOL] [--out FILE] [--json] [--allow-infeasible]\n"
     "                 [--no-paging | --no-remat] [--threads N] [--deterministic]\n"
-    "                 [--quiet] [--write-mps FILE]\n"
+    "                 [--quiet] [--write-mps FILE] [--sparse-levels LIST]\n"
     "Plans one training iteration under a RAM budget for the activations and a\n"
     "runtime budget (F times the full-memory compute time, default 1.5),\n"
     "validates the schedule and reports its energy, memory and time. --out saves\n"
@@ -351,9 +383,42 @@ static const char PLAN_HELP[] =
     "  --threads N       solver threads; --deterministic: fixed seeds\n"
     "  --quiet           no progress line on stderr\n"
     "  --write-mps FILE  milp: write the model (FILE.mps) for other solvers\n"
+    "  --sparse-levels LIST  sparsities in % (0,50,75,90): the schedule's\n"
+    "                    energy and time, and the parameter bytes, with the\n"
+    "                    linear layers DRESS-style sparse at each (docs/sparse.md)\n"
     "No schedule (an infeasible budget, with the smallest that would work, or\n"
     "none found in time) is reported and exits with 3, or 0 with\n"
     "--allow-infeasible.\n";
+
+/* "0,50,75,90" as increasing basis points below 10000. */
+static bool parse_levels(const char *text, uint32_t *bp, int *n)
+{
+    *n = 0;
+    for (const char *at = text;;) {
+        char *end;
+        double pct = strtod(at, &end);
+        double q = round(pct * 100);
+        if (end == at || !(pct >= 0 && pct < 100) || fabs(pct * 100 - q) > 1e-6 || *n == POET_SPARSE_MAX_LEVELS)
+            return false;
+        bp[*n] = (uint32_t)q;
+        if (*n && bp[*n] <= bp[*n - 1]) return false;
+        ++*n;
+        if (!*end) return true;
+        if (*end != ',') return false;
+        at = end + 1;
+    }
+}
+
+/* The schedule planned for p, simulated on the same graph with other costs. */
+static int simulate_on(const poet_instance *inst, const poet_problem *p, const poet_schedule *s, poet_sim *out)
+{
+    poet_err err = {0};
+    poet_problem q;
+    if (poet_problem_init(&q, inst, p->budget_bytes, p->runtime_factor, &err)) return lib_error(&err);
+    poet_status st = poet_simulate(&q, s, out, NULL, &err);
+    poet_problem_free(&q);
+    return st ? lib_error(&err) : 0;
+}
 
 static int cmd_plan(int argc, char **argv)
 {
@@ -362,7 +427,8 @@ static int cmd_plan(int argc, char **argv)
     const char *planner = NULL, *limit = NULL, *out = NULL, *threads = NULL, *mps = NULL, *gap_text = NULL;
     bool json = false, help = false, quiet = false, deterministic = false, no_paging = false, no_remat = false;
     bool allow_infeasible = false;
-    opt opts[] = {GRAPH_SRC_OPTS(src),
+    const char *levels_text = NULL;
+    opt opts[] = {GRAPH_SRC_OPTS(src),                     {"--sparse-levels", true, &levels_text, NULL},
                   {"--budget", true, &budget, NULL},       {"--runtime-factor", true, &factor, NULL},
                   {"--planner", true, &planner, NULL},     {"--time-limit", true, &limit, NULL},
                   {"--out", true, &out, NULL},             {"--json", false, NULL, &json},
@@ -388,8 +454,13 @@ static int cmd_plan(int argc, char **argv)
         return usage_error("plan", "--threads must be 1 to 256, got", threads);
     const char *name = planner ? planner : poet_planner_default();
     if (!poet_planner_find(name)) return usage_error("plan", "unknown planner (see poet planners):", name);
-    poet_instance inst;
-    if ((rc = load_instance("plan", &src, &inst))) return rc;
+    uint32_t sparsity_bp[POET_SPARSE_MAX_LEVELS];
+    int n_levels = 0;
+    if (levels_text && !parse_levels(levels_text, sparsity_bp, &n_levels))
+        return usage_error("plan", "--sparse-levels must be increasing percentages below 100 (at most 8, 0.01% steps), got",
+                           levels_text);
+    poet_instance inst, level_inst[POET_SPARSE_MAX_LEVELS];
+    if ((rc = load_instances("plan", &src, &inst, sparsity_bp, n_levels, level_inst))) return rc;
     poet_err err = {0};
     poet_problem p;
     uint64_t bytes = 0;
@@ -420,9 +491,16 @@ static int cmd_plan(int argc, char **argv)
                     free(text);
                 }
             }
+            poet_sim level_sim[POET_SPARSE_MAX_LEVELS];
+            double level_params[POET_SPARSE_MAX_LEVELS];
+            for (int k = 0; k < n_levels && have && !rc; k++) {
+                level_params[k] = level_inst[k].parameter_bytes;
+                rc = simulate_on(&level_inst[k], &p, &r.schedule, &level_sim[k]);
+            }
             if (!rc) {
                 report rep = {&p, name, poet_plan_status_str(r.status), r.note, have ? &sim : NULL,
-                              r.lower_bound_j, r.solve_seconds, r.found_seconds, have};
+                              r.lower_bound_j, r.solve_seconds, r.found_seconds, have,
+                              have ? n_levels : 0, sparsity_bp, level_sim, level_params};
                 rc = print_report(&rep, json);
                 if (have) warn_ram(&p, &sim, poet_optimizer_slots(POET_OPT_SGD));
                 if (!rc && !have && !allow_infeasible) rc = EXIT_NO_SCHEDULE;
@@ -432,6 +510,7 @@ static int cmd_plan(int argc, char **argv)
     }
     poet_problem_free(&p);
     poet_instance_free(&inst);
+    for (int k = 0; k < n_levels; k++) poet_instance_free(&level_inst[k]);
     return rc;
 }
 
@@ -506,7 +585,7 @@ static int cmd_simulate(int argc, char **argv)
     poet_problem p;
     poet_sim sim;
     if (!(rc = check_and_simulate(&l, &p, &sim, NULL))) {
-        report rep = {&p, l.s.planner, "valid", NULL, &sim, p.full_memory_energy_j, -1, -1, true};
+        report rep = {&p, l.s.planner, "valid", NULL, &sim, p.full_memory_energy_j, -1, -1, true, 0, NULL, NULL, NULL};
         rc = print_report(&rep, json);
         poet_problem_free(&p);
     }

@@ -92,6 +92,16 @@ typedef struct poet_instance_stats {
 
 poet_status poet_instance_from_graph(const poet_graph *g, const poet_device *d, poet_instance *out,
                                      poet_err *err);
+/* The costed graph of g when its linear layers run as DRESS-style sparse
+ * subnets at one level (poet/sparse.h): each keeps ceil((1 - s) x inputs)
+ * weights per output, so its forward node and its gradient nodes cost that
+ * share of their dense FLOPs (bias terms included, under 1/inputs of them);
+ * tensors keep their bytes, so a schedule of the dense graph is one of
+ * this graph too, with its own time and energy. parameter_bytes counts the
+ * linear weights row-sorted: a 16-bit column beside each float.
+ * sparsity_bp: basis points, below 10000. */
+poet_status poet_instance_sparse(const poet_graph *g, const poet_device *d, uint32_t sparsity_bp, poet_instance *out,
+                                 poet_err *err);
 /* Reads POET's reference format or poet's own graph format (docs/formats.md). */
 poet_status poet_instance_read_file(const char *path, poet_instance *out, poet_err *err);
 poet_status poet_instance_parse_json(const char *text, size_t len, poet_instance *out, poet_err *err);

@@ -106,6 +106,16 @@ void poet_dev_batch_buffers(poet_dev *d, float **x, int32_t **labels);
  * statistic and no optimizer state: the last completed step stays intact. */
 poet_status poet_dev_step(poet_dev *d, const float *x, const int32_t *labels, float *loss, poet_err *err);
 
+/* The step in two halves, for a trainer that combines gradients (several
+ * losses on one batch, as nested subnets train): poet_dev_gradient runs the
+ * forward and backward passes and leaves the gradients (poet_dev_params
+ * with gradient true, which the caller may change) and the batch norm
+ * statistics updated, weights untouched; poet_dev_update then takes one
+ * optimizer step with whatever the gradients hold. poet_dev_step is the
+ * two in a row. */
+poet_status poet_dev_gradient(poet_dev *d, const float *x, const int32_t *labels, float *loss, poet_err *err);
+void poet_dev_update(poet_dev *d);
+
 /* Forward pass in inference mode (running statistics, no dropout) inside
  * the same arena: sums the loss and counts correct predictions over the
  * first `rows` rows. */

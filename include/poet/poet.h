@@ -11,6 +11,7 @@
 #include "poet/file.h"
 #include "poet/onnx.h"
 #include "poet/update.h"
+#include "poet/dress.h"
 
 #define POET_VERSION "0.1.0"
 

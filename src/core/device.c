@@ -511,7 +511,7 @@ static void optimizer_update(poet_dev *d)
     }
 }
 
-poet_status poet_dev_step(poet_dev *d, const float *x, const int32_t *labels, float *loss, poet_err *err)
+poet_status poet_dev_gradient(poet_dev *d, const float *x, const int32_t *labels, float *loss, poet_err *err)
 {
     poet_status st = load_batch(d, x, labels, err);
     if (st) return st;
@@ -519,7 +519,7 @@ poet_status poet_dev_step(poet_dev *d, const float *x, const int32_t *labels, fl
     float l = 0.0f;
     st = run_program(d, &d->h->train, true, &l, err);
     if (!st && d->storage && d->stats.page_outs) st = d->storage->sync(d->storage->ctx, err);
-    if (st) { /* the step is void: drain the transfers, keep the weights */
+    if (st) { /* the pass is void: drain the transfers, keep the statistics */
         if (d->storage) {
             d->storage->wait(d->storage->ctx, -1, NULL);
             d->storage->reset(d->storage->ctx);
@@ -527,11 +527,22 @@ poet_status poet_dev_step(poet_dev *d, const float *x, const int32_t *labels, fl
         return st;
     }
     memcpy(d->state, d->state_next, 4 * d->h->n_state);
+    *loss = l;
+    return POET_OK;
+}
+
+void poet_dev_update(poet_dev *d)
+{
     optimizer_update(d);
     d->step++;
     d->stats.steps++;
-    *loss = l;
-    return POET_OK;
+}
+
+poet_status poet_dev_step(poet_dev *d, const float *x, const int32_t *labels, float *loss, poet_err *err)
+{
+    poet_status st = poet_dev_gradient(d, x, labels, loss, err);
+    if (!st) poet_dev_update(d);
+    return st;
 }
 
 /* Inference in the same arena: the logits and the loss stay live to the end. */

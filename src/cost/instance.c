@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "poet/cost.h"
+#include "poet/sparse.h"
 
 void poet_instance_free(poet_instance *inst)
 {
@@ -82,6 +83,38 @@ poet_status poet_instance_from_graph(const poet_graph *g, const poet_device *d, 
     inst.parameter_bytes = elem * (double)(poet_graph_param_count(g) + poet_graph_buffer_count(g));
     inst.gradient_bytes = elem * (double)poet_graph_trained_count(g);
     inst.buffer_bytes = elem * (double)poet_graph_buffer_count(g);
+    *out = inst;
+    return POET_OK;
+}
+
+/* The linear layer a node computes or differentiates, or -1. */
+static int linear_of(const poet_graph *g, const poet_node *n)
+{
+    int f = n->op == POET_OP_GRAD ? n->fwd : (int)(n - g->nodes);
+    return f >= 0 && g->nodes[f].op == POET_OP_LINEAR ? f : -1;
+}
+
+poet_status poet_instance_sparse(const poet_graph *g, const poet_device *d, uint32_t sparsity_bp, poet_instance *out,
+                                 poet_err *err)
+{
+    if (sparsity_bp >= 10000)
+        return poet_fail(err, POET_ERR_INVALID, "sparsity %u.%02u%% keeps no weight", sparsity_bp / 100, sparsity_bp % 100);
+    poet_instance inst;
+    poet_status st = poet_instance_from_graph(g, d, &inst, err);
+    if (st) return st;
+    double packed_extra = 0;
+    for (int v = 0; v < g->n_nodes; v++) {
+        int f = linear_of(g, &g->nodes[v]);
+        if (f < 0) continue;
+        const poet_shape *in = &g->nodes[g->nodes[f].inputs[0]].shape;
+        uint32_t cols = (uint32_t)in->dim[in->ndim - 1];
+        double share = (double)poet_sparse_keep(cols, sparsity_bp) / cols;
+        poet_cnode *c = &inst.nodes[v];
+        c->flops *= share;
+        price_node(c, d);
+        if (v == f) packed_extra += (double)sizeof(uint16_t) * (double)g->nodes[f].attrs.features * cols;
+    }
+    inst.parameter_bytes += packed_extra;
     *out = inst;
     return POET_OK;
 }
