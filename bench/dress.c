@@ -82,13 +82,13 @@ typedef struct packed {
     poet_sparse_layer l[LAYERS];
     float *values[LAYERS];
     uint16_t *columns[LAYERS];
-    uint64_t bytes, dense_bytes;
+    uint64_t bytes, dense_bytes, weights;
 } packed;
 
 static bool pack(packed *pk, poet_engine *e, const poet_graph *g, const int *nodes)
 {
     poet_err err = {0};
-    pk->bytes = pk->dense_bytes = 0;
+    pk->bytes = pk->dense_bytes = pk->weights = 0;
     for (int i = 0; i < LAYERS; i++) {
         const poet_node *n = &g->nodes[nodes[i]];
         uint64_t count;
@@ -100,6 +100,7 @@ static bool pack(packed *pk, poet_engine *e, const poet_graph *g, const int *nod
             return fail(&err);
         pk->bytes += poet_sparse_bytes(rows, cols) + 4ull * rows;
         pk->dense_bytes += 4ull * rows * cols + 4ull * rows;
+        pk->weights += (uint64_t)rows * cols;
     }
     return true;
 }
@@ -273,8 +274,9 @@ int main(int argc, char **argv)
     print_stats("dress", res, seeds, offsetof(result, dress), false);
     print_stats("dress-packed", res, seeds, offsetof(result, packed), true);
     printf("  },\n  \"switch_s\": %.3e, \"load_separate_s\": %.3e,\n", switch_s, load_s);
-    printf("  \"packed_bytes\": %llu, \"dense_bytes\": %llu, \"separate_models_bytes\": %llu}\n",
-           (unsigned long long)pk.bytes, (unsigned long long)pk.dense_bytes, (unsigned long long)separate);
+    printf("  \"packed_bytes\": %llu, \"dense_bytes\": %llu, \"sparse_weights\": %llu, \"separate_models_bytes\": %llu}\n",
+           (unsigned long long)pk.bytes, (unsigned long long)pk.dense_bytes, (unsigned long long)pk.weights,
+           (unsigned long long)separate);
     unpack(&pk);
     poet_graph_free(&g);
     poet_dataset_free(&d);

@@ -9,6 +9,7 @@
 set -u
 poet=$1
 firmware_dir=$2
+sparse_case=${3:-} # test_sparse, which writes the nested sparse layer case and the host's outputs
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 passed=0
@@ -153,6 +154,19 @@ if [ -s "$tmp/upd/round-03.patch" ]; then
         "$([ $rc -eq 1 ] && grep -q "checksum mismatch" "$tmp/patch.out" && grep -q '"patches": 1' "$tmp/patch.out" &&
             [ "$(sha256sum "$tmp/patched.bin" | cut -d' ' -f1)" = "$(round_sha "$tmp/upd.json" 0)" ] && echo 0 || echo 1)" \
         "rc=$rc $(head -c 300 "$tmp/patch.out")"
+fi
+
+# the nested sparse layer format (poet/sparse.h): packed on the device, run
+# at every level, the host's outputs bit for bit; a switch costs a few ticks
+if [ -n "$sparse_case" ]; then
+    "$sparse_case" --device-case "$tmp/sparse.in" "$tmp/sparse.want"
+    fw "$tmp/sparse.in" "$tmp/sparse.out" "--sparse=$tmp/sparse.in" "--sparse-out=$tmp/sparse.got"
+    rc=$?
+    check "sparse layers at every level on the device equal the host's bit for bit" \
+        "$([ $rc -eq 0 ] && cmp -s "$tmp/sparse.want" "$tmp/sparse.got" && echo 0 || echo 1)" "rc=$rc $(head -c 300 "$tmp/sparse.out")"
+    ticks=$(sed -n 's/.*"sparse_switch_ticks_x1000": \([0-9]*\).*/\1/p' "$tmp/sparse.out")
+    check "a level switch on the device takes under 100 ticks ($((${ticks:-0} / 1000)))" \
+        "$([ -n "$ticks" ] && [ "$ticks" -lt 100000 ] && echo 0 || echo 1)" "$(head -c 300 "$tmp/sparse.out")"
 fi
 
 echo "device: $passed passed, $failed failed"

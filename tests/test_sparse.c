@@ -283,9 +283,38 @@ static void test_trainer_refusals(void)
     poet_graph_free(&g);
 }
 
-int main(void)
+/* The case the firmware runs (examples/firmware/main.c, --sparse) and the
+ * outputs the host computes for it, which the device must match bit for
+ * bit: tests/device.sh. */
+static int write_device_case(const char *in_path, const char *want_path)
+{
+    enum { R = 40, C = 100, B = 3 };
+    static float w[R * C], bias[R], x[B * C], y[B * R], values[R * C];
+    static uint16_t columns[R * C];
+    uint32_t hdr[4] = {R, C, B, N_LEVELS}, bp[N_LEVELS];
+    for (int k = 0; k < N_LEVELS; k++) bp[k] = LEVELS[k];
+    random_matrix(w, R, C);
+    for (int i = 0; i < R; i++) bias[i] = uniform();
+    for (int i = 0; i < B * C; i++) x[i] = uniform();
+    FILE *in = fopen(in_path, "wb"), *want = fopen(want_path, "wb");
+    if (!in || !want) return perror("test_sparse"), 2;
+    fwrite(hdr, sizeof hdr, 1, in), fwrite(bp, sizeof bp, 1, in);
+    fwrite(w, sizeof w, 1, in), fwrite(bias, sizeof bias, 1, in), fwrite(x, sizeof x, 1, in);
+    poet_sparse_layer l;
+    poet_err err = {0};
+    if (poet_sparse_pack(w, bias, R, C, LEVELS, N_LEVELS, values, columns, &l, &err)) return fprintf(stderr, "%s\n", err.msg), 2;
+    for (uint32_t k = 0; k < N_LEVELS; k++) {
+        poet_sparse_set_level(&l, k, &err);
+        poet_sparse_forward(&l, x, B, y);
+        fwrite(y, sizeof y, 1, want);
+    }
+    return fclose(in) || fclose(want) ? 2 : 0;
+}
+
+int main(int argc, char **argv)
 {
     seed_state = 20261204;
+    if (argc == 4 && !strcmp(argv[1], "--device-case")) return write_device_case(argv[2], argv[3]);
     printf("test_sparse: seed %llu\n", (unsigned long long)seed_state);
     test_keep();
     test_order();

@@ -8,11 +8,13 @@
  *   firmware [--patches=FILE] [--steps=N --data=FILE] [--storage=FILE|ram]
  *            [--weights=FILE] [--memory=BYTES] [--fail-write=N] [--fail-read=N]
  *            [--profile]
+ *   firmware --sparse=FILE --sparse-out=FILE
  * --patches applies the partial updates of `poet update` (patches one after
  * the other in FILE) before any training; a refused one stops the run with
  * the weights of the last applied.
  * --memory hands the library fewer bytes than the pool holds; --fail-*
- * make the Nth transfer of the card fail. Exit status: 0 done; 1 poet
+ * make the Nth transfer of the card fail. --sparse runs the nested sparse
+ * layer format (poet/sparse.h) on a case from the host (see sparse_check). Exit status: 0 done; 1 poet
  * refused or a step failed (the weights written are those of the last
  * completed step); 2 bad arguments or files. */
 #include <stdbool.h>
@@ -21,6 +23,7 @@
 
 #include "board.h"
 #include "poet/device.h"
+#include "poet/sparse.h"
 #include "semihost.h"
 #include "storage.h"
 
@@ -30,7 +33,7 @@ enum { POOL_PAINT = 0xA5 };
 
 typedef struct args {
     long steps, memory, fail_write, fail_read;
-    const char *data, *storage, *weights, *patches;
+    const char *data, *storage, *weights, *patches, *sparse, *sparse_out;
     bool profile;
 } args;
 
@@ -130,11 +133,14 @@ static bool parse(args *a)
         else if ((v = value_of(w, "--storage="))) a->storage = v;
         else if ((v = value_of(w, "--weights="))) a->weights = v;
         else if ((v = value_of(w, "--patches="))) a->patches = v;
+        else if ((v = value_of(w, "--sparse="))) a->sparse = v;
+        else if ((v = value_of(w, "--sparse-out="))) a->sparse_out = v;
         else if (strcmp(w, "--profile") == 0) a->profile = true;
         else if (w != cmdline) ok = false; /* the first word names the program */
         if (!ok) return false;
         w = more ? end + 1 : end;
     }
+    if (a->sparse) return a->sparse_out && !a->steps && !a->patches;
     return (a->steps > 0 && a->data) || (a->patches && !a->steps);
 }
 
@@ -306,10 +312,63 @@ static int apply_patches(run *r, const char *path)
     return rc;
 }
 
+/* ---- the nested sparse layer format ---- */
+
+/* The case: u32 rows, cols, batch, levels; u32 sparsity (basis points) per
+ * level; f32 weights (rows x cols, row-major), bias (rows), x (batch x
+ * cols). Packs the weights here, runs the layer at every level, writes the
+ * outputs (levels x batch x rows floats) to out, and reports the ticks of a
+ * switch of level. */
+static int sparse_check(const char *in, const char *out)
+{
+    uint32_t hdr[4], bp32[POET_SPARSE_MAX_LEVELS];
+    uint16_t bp[POET_SPARSE_MAX_LEVELS];
+    int h = sh_open(in, SH_READ_BINARY);
+    if (h < 0) return fail("cannot open the sparse case ", in);
+    if (sh_read(h, hdr, sizeof hdr) || !hdr[0] || !hdr[1] || !hdr[2] || !hdr[3] || hdr[3] > POET_SPARSE_MAX_LEVELS ||
+        sh_read(h, bp32, 4 * hdr[3]))
+        return sh_close(h), fail("a malformed sparse case ", in);
+    uint32_t rows = hdr[0], cols = hdr[1], batch = hdr[2], levels = hdr[3];
+    uint64_t need = 4ull * rows * cols * 2 + 2ull * rows * cols + 4ull * rows + 4ull * batch * (cols + rows);
+    if (need > (uint64_t)(__pool_end - __pool_start)) return sh_close(h), fail("the sparse case is too large", "");
+    float *w = (float *)__pool_start, *values = w + rows * cols, *bias = values + rows * cols;
+    float *x = bias + rows, *y = x + batch * cols;
+    uint16_t *columns = (uint16_t *)(y + batch * rows);
+    for (uint32_t k = 0; k < levels; k++) bp[k] = (uint16_t)bp32[k];
+    int bad = sh_read(h, w, 4ull * rows * cols) || sh_read(h, bias, 4ull * rows) || sh_read(h, x, 4ull * batch * cols);
+    sh_close(h);
+    if (bad) return fail("a truncated sparse case ", in);
+    poet_sparse_layer l;
+    poet_err err = {0};
+    if (poet_sparse_pack(w, bias, rows, cols, bp, levels, values, columns, &l, &err)) return refuse("", err.msg);
+    int o = sh_open(out, SH_WRITE_BINARY);
+    if (o < 0) return fail("cannot write ", out);
+    for (uint32_t k = 0; k < levels && !bad; k++) {
+        poet_sparse_set_level(&l, k, &err);
+        poet_sparse_forward(&l, x, batch, y);
+        bad = sh_write(o, y, 4ull * batch * rows);
+    }
+    sh_close(o);
+    if (bad) return fail("cannot write ", out);
+    enum { SWITCHES = 1000 };
+    uint64_t t0 = board_ticks();
+    for (uint32_t i = 0; i < SWITCHES; i++) poet_sparse_set_level(&l, i % levels, &err);
+    uint64_t dt = board_ticks() - t0;
+    put_str("poet-device {");
+    put_field("sparse_levels", levels);
+    put_field("sparse_switch_ticks_x1000", dt);
+    put_field("instructions_per_kilotick", instructions_per_kilotick());
+    put_str("}");
+    flush();
+    return 0;
+}
+
 int main(void)
 {
     args a;
-    if (!parse(&a)) return fail("usage: [--patches=FILE] [--steps=N --data=FILE] [--storage=FILE|ram] ...", "");
+    if (!parse(&a))
+        return fail("usage: [--patches=FILE] [--steps=N --data=FILE] [--storage=FILE|ram] ... | --sparse=FILE --sparse-out=FILE", "");
+    if (a.sparse) return sparse_check(a.sparse, a.sparse_out);
     static run r;
     static sd_card card;
     static ram_store ram;
