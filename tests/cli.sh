@@ -428,8 +428,21 @@ refuse "plan: sparse levels not increasing" "--sparse-levels must be increasing"
     --device m4 --budget 100% --sparse-levels 50,40
 refuse "plan: sparse level of 100%" "--sparse-levels must be increasing" "$poet" plan --model mlp_digits \
     --device m4 --budget 100% --sparse-levels 0,100
-refuse "plan: sparse levels on an instance" "--sparse-levels needs the model" "$poet" plan --instance "$tmp/g.json" \
+refuse "plan: sparse levels on an instance" "need the model's layers" "$poet" plan --instance "$tmp/g.json" \
     --budget 50% --sparse-levels 50
+# multi-bit weights: the parameter bytes by hand, 1320 groups of 64 weights and 522 float biases
+for bits in 2 0.5; do
+    ok "plan --weight-bits $bits" "$poet" plan --model mlp_digits_wide --device m4 --budget 100% --weight-bits "$bits" --json
+    want=$(/usr/bin/python3 -c "import sys; b = float(sys.argv[1]); print(int(1320 + b * 1320 * (4 + 8) + 4 * 522))" "$bits")
+    if [ "$(num parameter_bytes "$tmp/out")" = "$want" ]; then passed=$((passed + 1)); else
+        failed=$((failed + 1))
+        echo "FAIL: --weight-bits $bits: parameter_bytes $(num parameter_bytes "$tmp/out"), by hand $want"
+    fi
+done
+refuse "plan: too many bits" "--weight-bits must be more than 0" "$poet" plan --model mlp_digits --device m4 \
+    --budget 100% --weight-bits 7
+refuse "plan: bits on an instance" "need the model's layers" "$poet" plan --instance "$tmp/g.json" --budget 50% \
+    --weight-bits 1
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -9,7 +9,8 @@
 set -u
 poet=$1
 firmware_dir=$2
-sparse_case=${3:-} # test_sparse, which writes the nested sparse layer case and the host's outputs
+sparse_case=${3:-} # test_sparse and test_alq, which write a layer case and the host's outputs for it
+alq_case=${4:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 passed=0
@@ -156,18 +157,23 @@ if [ -s "$tmp/upd/round-03.patch" ]; then
         "rc=$rc $(head -c 300 "$tmp/patch.out")"
 fi
 
-# the nested sparse layer format (poet/sparse.h): packed on the device, run
-# at every level, the host's outputs bit for bit; a switch costs a few ticks
+# the compact weight formats, nested sparse (poet/sparse.h: packed on the
+# device, run at every level) and multi-bit (poet/alq.h): the host's outputs
+# bit for bit; a level switch costs a few ticks
+layer_case() { # layer_case NAME WRITER
+    "$2" --device-case "$tmp/$1.in" "$tmp/$1.want"
+    fw "$tmp/$1.in" "$tmp/$1.out" "--layer=$tmp/$1.in" "--layer-out=$tmp/$1.got"
+    local rc=$?
+    check "$1 layers on the device equal the host's bit for bit" \
+        "$([ $rc -eq 0 ] && cmp -s "$tmp/$1.want" "$tmp/$1.got" && echo 0 || echo 1)" "rc=$rc $(head -c 300 "$tmp/$1.out")"
+}
 if [ -n "$sparse_case" ]; then
-    "$sparse_case" --device-case "$tmp/sparse.in" "$tmp/sparse.want"
-    fw "$tmp/sparse.in" "$tmp/sparse.out" "--sparse=$tmp/sparse.in" "--sparse-out=$tmp/sparse.got"
-    rc=$?
-    check "sparse layers at every level on the device equal the host's bit for bit" \
-        "$([ $rc -eq 0 ] && cmp -s "$tmp/sparse.want" "$tmp/sparse.got" && echo 0 || echo 1)" "rc=$rc $(head -c 300 "$tmp/sparse.out")"
+    layer_case sparse "$sparse_case"
     ticks=$(sed -n 's/.*"sparse_switch_ticks_x1000": \([0-9]*\).*/\1/p' "$tmp/sparse.out")
     check "a level switch on the device takes under 100 ticks ($((${ticks:-0} / 1000)))" \
         "$([ -n "$ticks" ] && [ "$ticks" -lt 100000 ] && echo 0 || echo 1)" "$(head -c 300 "$tmp/sparse.out")"
 fi
+[ -n "$alq_case" ] && layer_case multi-bit "$alq_case"
 
 echo "device: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -283,7 +283,7 @@ static void test_trainer_refusals(void)
     poet_graph_free(&g);
 }
 
-/* The case the firmware runs (examples/firmware/main.c, --sparse) and the
+/* The case the firmware runs (examples/firmware/main.c, --layer) and the
  * outputs the host computes for it, which the device must match bit for
  * bit: tests/device.sh. */
 static int write_device_case(const char *in_path, const char *want_path)
@@ -291,14 +291,14 @@ static int write_device_case(const char *in_path, const char *want_path)
     enum { R = 40, C = 100, B = 3 };
     static float w[R * C], bias[R], x[B * C], y[B * R], values[R * C];
     static uint16_t columns[R * C];
-    uint32_t hdr[4] = {R, C, B, N_LEVELS}, bp[N_LEVELS];
+    uint32_t kind = 1, hdr[4] = {R, C, B, N_LEVELS}, bp[N_LEVELS];
     for (int k = 0; k < N_LEVELS; k++) bp[k] = LEVELS[k];
     random_matrix(w, R, C);
     for (int i = 0; i < R; i++) bias[i] = uniform();
     for (int i = 0; i < B * C; i++) x[i] = uniform();
     FILE *in = fopen(in_path, "wb"), *want = fopen(want_path, "wb");
     if (!in || !want) return perror("test_sparse"), 2;
-    fwrite(hdr, sizeof hdr, 1, in), fwrite(bp, sizeof bp, 1, in);
+    fwrite(&kind, sizeof kind, 1, in), fwrite(hdr, sizeof hdr, 1, in), fwrite(bp, sizeof bp, 1, in);
     fwrite(w, sizeof w, 1, in), fwrite(bias, sizeof bias, 1, in), fwrite(x, sizeof x, 1, in);
     poet_sparse_layer l;
     poet_err err = {0};

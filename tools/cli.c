@@ -192,16 +192,17 @@ int load_graph(const char *cmd, const char *model, const char *onnx, const char 
 /* Loads the costed graph named by --model or --onnx with --device and
  * --batch, or by --instance; and with n_levels > 0, the graph's costs at
  * each DRESS-style sparsity level (basis points) into levels[]. */
-int load_instances(const char *cmd, const graph_src *src, poet_instance *inst, const uint32_t *sparsity_bp,
-                   int n_levels, poet_instance *levels)
+int load_instances(const char *cmd, const graph_src *src, poet_instance *inst, const weight_format *wf)
 {
+    int n_levels = wf ? wf->n_levels : 0;
     poet_err err = {0};
     if ((src->model != NULL) + (src->onnx != NULL) + (src->instance != NULL) != 1)
         return usage_error(cmd, "give exactly one of --model, --onnx and --instance", NULL);
     if (src->instance) {
         if (src->device || src->batch || src->train)
             return usage_error(cmd, "--device, --batch and --train apply to --model and --onnx", NULL);
-        if (n_levels) return usage_error(cmd, "--sparse-levels needs the model's layers: --model or --onnx", NULL);
+        if (n_levels || (wf && wf->bits > 0))
+            return usage_error(cmd, "--sparse-levels and --weight-bits need the model's layers: --model or --onnx", NULL);
         return poet_instance_read_file(src->instance, inst, &err) ? lib_error(&err) : 0;
     }
     if (!src->device) return usage_error(cmd, "--model and --onnx need --device", NULL);
@@ -216,9 +217,11 @@ int load_instances(const char *cmd, const graph_src *src, poet_instance *inst, c
     int rc = load_graph(cmd, src->model, src->onnx, src->train, b, &zoo, &m, &g);
     if (rc) return rc;
     poet_status st = poet_instance_from_graph(g, &dev, inst, &err);
+    if (!st && wf && wf->bits > 0 && (st = poet_instance_set_multibit(inst, g, wf->bits, wf->group, &err)))
+        poet_instance_free(inst);
     for (int k = 0; k < n_levels && !st; k++)
-        if ((st = poet_instance_sparse(g, &dev, sparsity_bp[k], &levels[k], &err))) {
-            while (k-- > 0) poet_instance_free(&levels[k]);
+        if ((st = poet_instance_sparse(g, &dev, wf->sparsity_bp[k], &wf->levels[k], &err))) {
+            while (k-- > 0) poet_instance_free(&wf->levels[k]);
             poet_instance_free(inst);
         }
     if (m) poet_onnx_free(m);
@@ -228,6 +231,6 @@ int load_instances(const char *cmd, const graph_src *src, poet_instance *inst, c
 
 int load_instance(const char *cmd, const graph_src *src, poet_instance *inst)
 {
-    return load_instances(cmd, src, inst, NULL, 0, NULL);
+    return load_instances(cmd, src, inst, NULL);
 }
 

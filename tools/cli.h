@@ -67,11 +67,19 @@ int read_schedule(const char *path, poet_schedule *s, poet_instance *graph);
 
 /* The costed graph a graph_src names; 0 or an exit code. */
 int load_instance(const char *cmd, const graph_src *src, poet_instance *inst);
-/* And beside it, with n_levels > 0, its costs at each DRESS-style sparsity
- * level (basis points; poet_instance_sparse) in levels[]; --instance files
- * are refused then (they have no layers). */
-int load_instances(const char *cmd, const graph_src *src, poet_instance *inst, const uint32_t *sparsity_bp,
-                   int n_levels, poet_instance *levels);
+/* Compact weight formats: the costs at each DRESS-style sparsity level
+ * (basis points; poet_instance_sparse) go to levels[]; bits > 0 counts the
+ * linear weights multi-bit in the instance (poet_instance_set_multibit). */
+typedef struct weight_format {
+    int n_levels;
+    uint32_t sparsity_bp[POET_SPARSE_MAX_LEVELS];
+    poet_instance *levels;
+    double bits;
+    uint32_t group;
+} weight_format;
+/* load_instance with a weight format (NULL: none); --instance files are
+ * refused with one (they have no layers). */
+int load_instances(const char *cmd, const graph_src *src, poet_instance *inst, const weight_format *wf);
 
 int cmd_train(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);

@@ -316,6 +316,7 @@ static int print_report(const report *r, bool json)
         cJSON_AddNumberToObject(o, "keep_all_peak_bytes", (double)p->keep_all_peak_bytes);
         cJSON_AddNumberToObject(o, "min_budget_bytes", (double)p->min_budget_bytes);
         cJSON_AddNumberToObject(o, "full_memory_energy_j", p->full_memory_energy_j);
+        cJSON_AddNumberToObject(o, "parameter_bytes", p->inst->parameter_bytes);
         add_num_or_null(o, "energy_j", m, m ? m->energy_j : 0);
         add_num_or_null(o, "compute_j", m, m ? m->compute_j : 0);
         add_num_or_null(o, "pagein_j", m, m ? m->pagein_j : 0);
@@ -355,6 +356,7 @@ static int print_report(const report *r, bool json)
            m->compute_time_s, m->time_with_paging_s);
     printf("  %-15s %d recomputations, %d page-ins, %d page-outs\n", "operations", m->recomputations, m->page_ins,
            m->page_outs);
+    printf("  %-15s %.0f B of weights and buffers (outside the budget)\n", "parameters", p->inst->parameter_bytes);
     print_levels(r);
     return 0;
 }
@@ -366,6 +368,7 @@ static const char PLAN_HELP[] =
     "                 [--time-limit S] [--gap TOL] [--out FILE] [--json] [--allow-infeasible]\n"
     "                 [--no-paging | --no-remat] [--threads N] [--deterministic]\n"
     "                 [--quiet] [--write-mps FILE] [--sparse-levels LIST]\n"
+    "                 [--weight-bits B [--weight-group N]]\n"
     "Plans one training iteration under a RAM budget for the activations and a\n"
     "runtime budget (F times the full-memory compute time, default 1.5),\n"
     "validates the schedule and reports its energy, memory and time. --out saves\n"
@@ -386,6 +389,8 @@ static const char PLAN_HELP[] =
     "  --sparse-levels LIST  sparsities in % (0,50,75,90): the schedule's\n"
     "                    energy and time, and the parameter bytes, with the\n"
     "                    linear layers DRESS-style sparse at each (docs/sparse.md)\n"
+    "  --weight-bits B   count the linear weights as multi-bit at B bits on\n"
+    "                    average, in groups of N (default 64) (docs/alq.md)\n"
     "No schedule (an infeasible budget, with the smallest that would work, or\n"
     "none found in time) is reported and exits with 3, or 0 with\n"
     "--allow-infeasible.\n";
@@ -427,8 +432,9 @@ static int cmd_plan(int argc, char **argv)
     const char *planner = NULL, *limit = NULL, *out = NULL, *threads = NULL, *mps = NULL, *gap_text = NULL;
     bool json = false, help = false, quiet = false, deterministic = false, no_paging = false, no_remat = false;
     bool allow_infeasible = false;
-    const char *levels_text = NULL;
+    const char *levels_text = NULL, *bits_text = NULL, *group_text = NULL;
     opt opts[] = {GRAPH_SRC_OPTS(src),                     {"--sparse-levels", true, &levels_text, NULL},
+                  {"--weight-bits", true, &bits_text, NULL}, {"--weight-group", true, &group_text, NULL},
                   {"--budget", true, &budget, NULL},       {"--runtime-factor", true, &factor, NULL},
                   {"--planner", true, &planner, NULL},     {"--time-limit", true, &limit, NULL},
                   {"--out", true, &out, NULL},             {"--json", false, NULL, &json},
@@ -454,13 +460,20 @@ static int cmd_plan(int argc, char **argv)
         return usage_error("plan", "--threads must be 1 to 256, got", threads);
     const char *name = planner ? planner : poet_planner_default();
     if (!poet_planner_find(name)) return usage_error("plan", "unknown planner (see poet planners):", name);
-    uint32_t sparsity_bp[POET_SPARSE_MAX_LEVELS];
-    int n_levels = 0;
-    if (levels_text && !parse_levels(levels_text, sparsity_bp, &n_levels))
+    poet_instance inst, level_inst[POET_SPARSE_MAX_LEVELS];
+    weight_format wf = {.levels = level_inst, .group = 64};
+    if (levels_text && !parse_levels(levels_text, wf.sparsity_bp, &wf.n_levels))
         return usage_error("plan", "--sparse-levels must be increasing percentages below 100 (at most 8, 0.01% steps), got",
                            levels_text);
-    poet_instance inst, level_inst[POET_SPARSE_MAX_LEVELS];
-    if ((rc = load_instances("plan", &src, &inst, sparsity_bp, n_levels, level_inst))) return rc;
+    if (bits_text && (wf.bits = strtod(bits_text, &end), *end || end == bits_text || !(wf.bits > 0 && wf.bits <= 6)))
+        return usage_error("plan", "--weight-bits must be more than 0 and at most 6, got", bits_text);
+    int group = 64;
+    if (group_text && !parse_int(group_text, 1, 65536, &group))
+        return usage_error("plan", "--weight-group must be 1 to 65536, got", group_text);
+    wf.group = (uint32_t)group;
+    int n_levels = wf.n_levels;
+    const uint32_t *sparsity_bp = wf.sparsity_bp;
+    if ((rc = load_instances("plan", &src, &inst, &wf))) return rc;
     poet_err err = {0};
     poet_problem p;
     uint64_t bytes = 0;

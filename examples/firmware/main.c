@@ -8,13 +8,13 @@
  *   firmware [--patches=FILE] [--steps=N --data=FILE] [--storage=FILE|ram]
  *            [--weights=FILE] [--memory=BYTES] [--fail-write=N] [--fail-read=N]
  *            [--profile]
- *   firmware --sparse=FILE --sparse-out=FILE
+ *   firmware --layer=FILE --layer-out=FILE
  * --patches applies the partial updates of `poet update` (patches one after
  * the other in FILE) before any training; a refused one stops the run with
  * the weights of the last applied.
  * --memory hands the library fewer bytes than the pool holds; --fail-*
- * make the Nth transfer of the card fail. --sparse runs the nested sparse
- * layer format (poet/sparse.h) on a case from the host (see sparse_check). Exit status: 0 done; 1 poet
+ * make the Nth transfer of the card fail. --layer runs a compact weight
+ * format (poet/sparse.h, poet/alq.h) on a case from the host (layer_check). Exit status: 0 done; 1 poet
  * refused or a step failed (the weights written are those of the last
  * completed step); 2 bad arguments or files. */
 #include <stdbool.h>
@@ -23,6 +23,7 @@
 
 #include "board.h"
 #include "poet/device.h"
+#include "poet/alq.h"
 #include "poet/sparse.h"
 #include "semihost.h"
 #include "storage.h"
@@ -33,7 +34,7 @@ enum { POOL_PAINT = 0xA5 };
 
 typedef struct args {
     long steps, memory, fail_write, fail_read;
-    const char *data, *storage, *weights, *patches, *sparse, *sparse_out;
+    const char *data, *storage, *weights, *patches, *layer, *layer_out;
     bool profile;
 } args;
 
@@ -133,14 +134,14 @@ static bool parse(args *a)
         else if ((v = value_of(w, "--storage="))) a->storage = v;
         else if ((v = value_of(w, "--weights="))) a->weights = v;
         else if ((v = value_of(w, "--patches="))) a->patches = v;
-        else if ((v = value_of(w, "--sparse="))) a->sparse = v;
-        else if ((v = value_of(w, "--sparse-out="))) a->sparse_out = v;
+        else if ((v = value_of(w, "--layer="))) a->layer = v;
+        else if ((v = value_of(w, "--layer-out="))) a->layer_out = v;
         else if (strcmp(w, "--profile") == 0) a->profile = true;
         else if (w != cmdline) ok = false; /* the first word names the program */
         if (!ok) return false;
         w = more ? end + 1 : end;
     }
-    if (a->sparse) return a->sparse_out && !a->steps && !a->patches;
+    if (a->layer) return a->layer_out && !a->steps && !a->patches;
     return (a->steps > 0 && a->data) || (a->patches && !a->steps);
 }
 
@@ -312,44 +313,66 @@ static int apply_patches(run *r, const char *path)
     return rc;
 }
 
-/* ---- the nested sparse layer format ---- */
+/* ---- compact weight formats ----
+ * A case file: u32 kind (1: nested sparse, 2: multi-bit), then the kind's
+ * part, then f32 bias[rows] and x[batch x cols]. The device builds or reads
+ * the layer, runs it, and writes its outputs to the out file, which must be
+ * the host's bit for bit (tests/device.sh). Every array lies in the pool. */
 
-/* The case: u32 rows, cols, batch, levels; u32 sparsity (basis points) per
- * level; f32 weights (rows x cols, row-major), bias (rows), x (batch x
- * cols). Packs the weights here, runs the layer at every level, writes the
- * outputs (levels x batch x rows floats) to out, and reports the ticks of a
- * switch of level. */
-static int sparse_check(const char *in, const char *out)
+typedef struct layer_case {
+    int h;
+    unsigned char *at; /* next free pool byte */
+    bool bad;
+} layer_case;
+
+static void *take(layer_case *c, uint64_t bytes)
 {
-    uint32_t hdr[4], bp32[POET_SPARSE_MAX_LEVELS];
-    uint16_t bp[POET_SPARSE_MAX_LEVELS];
-    int h = sh_open(in, SH_READ_BINARY);
-    if (h < 0) return fail("cannot open the sparse case ", in);
-    if (sh_read(h, hdr, sizeof hdr) || !hdr[0] || !hdr[1] || !hdr[2] || !hdr[3] || hdr[3] > POET_SPARSE_MAX_LEVELS ||
-        sh_read(h, bp32, 4 * hdr[3]))
-        return sh_close(h), fail("a malformed sparse case ", in);
+    bytes = (bytes + 3) / 4 * 4;
+    if (c->bad || bytes > (uint64_t)(__pool_end - c->at)) return c->bad = true, NULL;
+    void *p = c->at;
+    c->at += bytes;
+    return p;
+}
+
+static void *read_into(layer_case *c, uint64_t bytes)
+{
+    void *p = take(c, bytes);
+    if (p && sh_read(c->h, p, (size_t)bytes)) c->bad = true;
+    return c->bad ? NULL : p;
+}
+
+static int write_out(const char *out, const void *y, uint64_t bytes)
+{
+    int o = sh_open(out, SH_WRITE_BINARY);
+    if (o < 0) return fail("cannot write ", out);
+    int bad = sh_write(o, y, (size_t)bytes);
+    sh_close(o);
+    return bad ? fail("cannot write ", out) : 0;
+}
+
+/* u32 rows, cols, batch, levels; u32 sparsity (basis points) per level;
+ * f32 dense weights (rows x cols). Packs them here, runs every level
+ * (outputs: levels x batch x rows floats), and times a switch. */
+static int sparse_case(layer_case *c, const char *out)
+{
+    uint32_t *hdr = read_into(c, 16);
+    if (!hdr || !hdr[0] || !hdr[1] || !hdr[2] || !hdr[3] || hdr[3] > POET_SPARSE_MAX_LEVELS || hdr[1] > 65536)
+        return fail("a malformed sparse case", "");
     uint32_t rows = hdr[0], cols = hdr[1], batch = hdr[2], levels = hdr[3];
-    uint64_t need = 4ull * rows * cols * 2 + 2ull * rows * cols + 4ull * rows + 4ull * batch * (cols + rows);
-    if (need > (uint64_t)(__pool_end - __pool_start)) return sh_close(h), fail("the sparse case is too large", "");
-    float *w = (float *)__pool_start, *values = w + rows * cols, *bias = values + rows * cols;
-    float *x = bias + rows, *y = x + batch * cols;
-    uint16_t *columns = (uint16_t *)(y + batch * rows);
+    uint32_t *bp32 = read_into(c, 4ull * levels);
+    float *w = read_into(c, 4ull * rows * cols), *bias = read_into(c, 4ull * rows);
+    float *x = read_into(c, 4ull * batch * cols), *values = take(c, 4ull * rows * cols);
+    float *y = take(c, 4ull * levels * batch * rows);
+    uint16_t *columns = take(c, 2ull * rows * cols), bp[POET_SPARSE_MAX_LEVELS];
+    if (c->bad) return fail("a truncated or too large sparse case", "");
     for (uint32_t k = 0; k < levels; k++) bp[k] = (uint16_t)bp32[k];
-    int bad = sh_read(h, w, 4ull * rows * cols) || sh_read(h, bias, 4ull * rows) || sh_read(h, x, 4ull * batch * cols);
-    sh_close(h);
-    if (bad) return fail("a truncated sparse case ", in);
     poet_sparse_layer l;
     poet_err err = {0};
     if (poet_sparse_pack(w, bias, rows, cols, bp, levels, values, columns, &l, &err)) return refuse("", err.msg);
-    int o = sh_open(out, SH_WRITE_BINARY);
-    if (o < 0) return fail("cannot write ", out);
-    for (uint32_t k = 0; k < levels && !bad; k++) {
+    for (uint32_t k = 0; k < levels; k++) {
         poet_sparse_set_level(&l, k, &err);
-        poet_sparse_forward(&l, x, batch, y);
-        bad = sh_write(o, y, 4ull * batch * rows);
+        poet_sparse_forward(&l, x, batch, y + (uint64_t)k * batch * rows);
     }
-    sh_close(o);
-    if (bad) return fail("cannot write ", out);
     enum { SWITCHES = 1000 };
     uint64_t t0 = board_ticks();
     for (uint32_t i = 0; i < SWITCHES; i++) poet_sparse_set_level(&l, i % levels, &err);
@@ -357,18 +380,61 @@ static int sparse_check(const char *in, const char *out)
     put_str("poet-device {");
     put_field("sparse_levels", levels);
     put_field("sparse_switch_ticks_x1000", dt);
-    put_field("instructions_per_kilotick", instructions_per_kilotick());
     put_str("}");
     flush();
-    return 0;
+    return write_out(out, y, 4ull * levels * batch * rows);
+}
+
+/* u32 rows, cols, group, batch; u8 terms per group; f32 scales; sign
+ * bytes. Outputs: the product (batch x rows floats), then the dequantized
+ * weights (rows x cols floats). */
+static int multibit_case(layer_case *c, const char *out)
+{
+    uint32_t *hdr = read_into(c, 16);
+    if (!hdr || !hdr[0] || !hdr[1] || !hdr[2] || !hdr[3]) return fail("a malformed multi-bit case", "");
+    poet_alq_layer l = {hdr[0], hdr[1], hdr[2], NULL, NULL, NULL, NULL};
+    uint32_t batch = hdr[3];
+    uint64_t groups = (uint64_t)l.rows * poet_alq_groups_per_row(&l);
+    uint8_t *terms = read_into(c, groups);
+    poet_err err = {0};
+    if (!terms) return fail("a truncated multi-bit case", "");
+    l.terms = terms;
+    if (poet_alq_check(&l, &err)) return refuse("", err.msg);
+    poet_alq_size size = poet_alq_layer_size(l.rows, l.cols, l.group, terms);
+    l.alpha = read_into(c, 4 * size.alphas), l.bits = read_into(c, size.bit_bytes);
+    float *bias = read_into(c, 4ull * l.rows), *x = read_into(c, 4ull * batch * l.cols);
+    float *y = take(c, 4ull * batch * l.rows + 4ull * l.rows * l.cols);
+    if (c->bad) return fail("a truncated or too large multi-bit case", "");
+    l.bias = bias;
+    poet_alq_forward(&l, x, batch, y);
+    poet_alq_dequantize(&l, y + (uint64_t)batch * l.rows);
+    put_str("poet-device {");
+    put_field("multibit_bytes", size.bytes);
+    put_field("multibit_sign_bits", size.sign_bits);
+    put_str("}");
+    flush();
+    return write_out(out, y, 4ull * batch * l.rows + 4ull * l.rows * l.cols);
+}
+
+static int layer_check(const char *in, const char *out)
+{
+    layer_case c = {sh_open(in, SH_READ_BINARY), __pool_start, false};
+    if (c.h < 0) return fail("cannot open the layer case ", in);
+    uint32_t *kind = read_into(&c, 4);
+    int rc = !kind ? fail("an empty layer case ", in)
+           : *kind == 1 ? sparse_case(&c, out)
+           : *kind == 2 ? multibit_case(&c, out)
+                        : fail("an unknown layer case ", in);
+    sh_close(c.h);
+    return rc;
 }
 
 int main(void)
 {
     args a;
     if (!parse(&a))
-        return fail("usage: [--patches=FILE] [--steps=N --data=FILE] [--storage=FILE|ram] ... | --sparse=FILE --sparse-out=FILE", "");
-    if (a.sparse) return sparse_check(a.sparse, a.sparse_out);
+        return fail("usage: [--patches=FILE] [--steps=N --data=FILE] [--storage=FILE|ram] ... | --layer=FILE --layer-out=FILE", "");
+    if (a.layer) return layer_check(a.layer, a.layer_out);
     static run r;
     static sd_card card;
     static ram_store ram;

@@ -102,6 +102,14 @@ poet_status poet_instance_from_graph(const poet_graph *g, const poet_device *d, 
  * sparsity_bp: basis points, below 10000. */
 poet_status poet_instance_sparse(const poet_graph *g, const poet_device *d, uint32_t sparsity_bp, poet_instance *out,
                                  poet_err *err);
+/* Counts g's linear weights in inst->parameter_bytes as multi-bit
+ * (poet/alq.h) at an average of `bits` terms per weight in groups of
+ * `group`: a term count per group, and per term a 4-byte scale and a sign
+ * bit per weight (whole bytes a group). The terms are taken as spread
+ * evenly over the groups, which is exact where the groups of a layer have
+ * one length; ALQ gives each group its own count. */
+poet_status poet_instance_set_multibit(poet_instance *inst, const poet_graph *g, double bits, uint32_t group,
+                                      poet_err *err);
 /* Reads POET's reference format or poet's own graph format (docs/formats.md). */
 poet_status poet_instance_read_file(const char *path, poet_instance *out, poet_err *err);
 poet_status poet_instance_parse_json(const char *text, size_t len, poet_instance *out, poet_err *err);

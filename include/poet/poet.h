@@ -12,6 +12,7 @@
 #include "poet/onnx.h"
 #include "poet/update.h"
 #include "poet/dress.h"
+#include "poet/quantize.h"
 
 #define POET_VERSION "0.1.0"
 

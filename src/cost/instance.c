@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "poet/cost.h"
+#include "poet/alq.h"
 #include "poet/sparse.h"
 
 void poet_instance_free(poet_instance *inst)
@@ -116,6 +117,28 @@ poet_status poet_instance_sparse(const poet_graph *g, const poet_device *d, uint
     }
     inst.parameter_bytes += packed_extra;
     *out = inst;
+    return POET_OK;
+}
+
+poet_status poet_instance_set_multibit(poet_instance *inst, const poet_graph *g, double bits, uint32_t group,
+                                      poet_err *err)
+{
+    if (!(bits > 0 && bits <= POET_ALQ_MAX_TERMS) || !group)
+        return poet_fail(err, POET_ERR_INVALID, "multi-bit weights: %g bits in groups of %u (need 0 < bits <= %d, groups >= 1)",
+                         bits, group, POET_ALQ_MAX_TERMS);
+    double bytes = inst->parameter_bytes;
+    for (int v = 0; v < g->n_forward; v++) {
+        const poet_node *n = &g->nodes[v];
+        if (n->op != POET_OP_LINEAR) continue;
+        const poet_shape *in = &g->nodes[n->inputs[0]].shape;
+        uint64_t cols = (uint64_t)in->dim[in->ndim - 1], rows = (uint64_t)n->attrs.features;
+        uint64_t len = group < cols ? group : cols, full = cols / len, rest = cols % len;
+        double groups = (double)(rows * (full + (rest > 0))), sign_bytes = (double)rows * (full * ((len + 7) / 8) + (rest + 7) / 8);
+        /* the terms spread evenly over the groups: bits x groups scales */
+        bytes -= (double)g->elem_bytes * (double)(rows * cols);
+        bytes += groups + bits * (4.0 * groups + sign_bytes);
+    }
+    inst->parameter_bytes = bytes;
     return POET_OK;
 }
 

@@ -1,0 +1,70 @@
+/* poet: training multi-bit weights (docs/alq.md; the format is poet/alq.h).
+ *
+ * Every linear layer's weights become groups of scaled binary terms; the
+ * rest of the model (biases, other layers) trains as usual under the
+ * engine's optimizer and schedule. Three methods:
+ * - ALQ (Qu et al., CVPR 2020, from its description): a quadratic model of
+ *   the loss from AMSGrad's moments. Coordinate steps are AMSGrad on the
+ *   scales with the gradient g_a = B^T g_w; basis steps move every weight's
+ *   code to the one nearest w* = w_hat - d / h (d, h: the weight's first
+ *   moment and its diagonal curvature, sqrt(v_max) / lr) and refit the
+ *   scales by least squares weighted by h; pruning epochs remove, pooled
+ *   over all layers, the terms whose removal raises the modelled loss
+ *   least, dl = -d_a a + 0.5 h_a a^2, until the average bit width reaches
+ *   the target, so each group ends with its own number of terms.
+ * - STE, the fixed-bit-width baseline: full-precision latent weights,
+ *   quantized at every step by greedy residual binarization with a
+ *   least-squares refit to the same number of terms in every group (below
+ *   one bit: one term in the groups of largest norm, zero elsewhere), the
+ *   gradient passed straight through to the latent weights.
+ * - BWN: STE with one term per row (a group is a whole row). */
+#ifndef POET_QUANTIZE_H
+#define POET_QUANTIZE_H
+
+#include "poet/alq.h"
+#include "poet/runtime.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum poet_quant_method { POET_QUANT_ALQ, POET_QUANT_STE, POET_QUANT_BWN } poet_quant_method;
+
+typedef struct poet_quant_options {
+    poet_quant_method method;
+    uint32_t group;       /* weights per group (ALQ, STE); BWN: a row */
+    uint32_t init_terms;  /* ALQ: terms every group starts with, 1-6 */
+    double target_bits;   /* average bit width: ALQ prunes to it, STE holds it; BWN: 1 */
+    int epochs;           /* in all */
+    int prune_epochs;     /* ALQ: the first epochs, each pruning its share toward the target */
+    int basis_every;      /* ALQ: steps between basis steps */
+    float lr;             /* of the scales (ALQ) or the latent weights (STE, BWN); AMSGrad */
+    uint64_t seed;        /* shuffles */
+} poet_quant_options;
+
+typedef struct poet_quant poet_quant;
+
+/* Quantizes e's linear layers (g's; every parameter must train) from the
+ * weights e holds now. */
+poet_status poet_quant_new(poet_quant **out, poet_engine *e, const poet_graph *g, const poet_quant_options *o,
+                           poet_err *err);
+void poet_quant_free(poet_quant *q);
+
+/* Trains for the options' epochs over d's training set; e then holds the
+ * quantized weights. */
+poet_status poet_quant_train(poet_quant *q, const poet_dataset *d, poet_err *err);
+
+/* The average bit width now (sign bits per linear weight) and the packed
+ * bytes of the linear layers (biases in float included). */
+double poet_quant_bits(const poet_quant *q);
+uint64_t poet_quant_bytes(const poet_quant *q);
+
+/* Layer k (of the linear layers, in graph order) in the packed format, its
+ * arrays owned by q until the next call or poet_quant_free. Returns false
+ * past the last layer. */
+bool poet_quant_layer(poet_quant *q, int k, poet_alq_layer *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
