@@ -439,6 +439,14 @@ for bits in 2 0.5; do
         echo "FAIL: --weight-bits $bits: parameter_bytes $(num parameter_bytes "$tmp/out"), by hand $want"
     fi
 done
+# a quantized backbone under partial training: the trained classifier (256 x 10) stays float
+ok "plan --weight-bits with --train last:1" "$poet" plan --model mlp_digits_wide --device m4 --budget 100% \
+    --weight-bits 1 --train last:1 --json
+want=$((1280 + 1280 * (4 + 8) + 4 * 2560 + 4 * 522))
+if [ "$(num parameter_bytes "$tmp/out")" = "$want" ]; then passed=$((passed + 1)); else
+    failed=$((failed + 1))
+    echo "FAIL: --weight-bits 1 --train last:1: parameter_bytes $(num parameter_bytes "$tmp/out"), by hand $want"
+fi
 refuse "plan: too many bits" "--weight-bits must be more than 0" "$poet" plan --model mlp_digits --device m4 \
     --budget 100% --weight-bits 7
 refuse "plan: bits on an instance" "need the model's layers" "$poet" plan --instance "$tmp/g.json" --budget 50% \

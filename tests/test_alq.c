@@ -195,6 +195,48 @@ static bool engine_is_packed(poet_quant *q, poet_engine *e, const poet_graph *g,
     return same;
 }
 
+/* A quantized model as the frozen backbone of partial training: the
+ * classifier trains in float, the backbone stays what the packed layer
+ * decodes to, bit for bit. */
+static void test_frozen_backbone(const poet_dataset *d, const poet_graph *g)
+{
+    poet_err err = {0};
+    rig r;
+    rig_start(&r, g, "keep-all", 0, NULL, poet_optimizer_default(POET_OPT_ADAM), 8);
+    poet_quant *q;
+    poet_quant_options o = opts(POET_QUANT_ALQ, 1, 2);
+    CHECK(poet_quant_new(&q, r.e, g, &o, &err) == POET_OK && poet_quant_train(q, d, &err) == POET_OK);
+    uint64_t P = 0;
+    for (int v = 0; v < g->n_forward; v++) P += g->nodes[v].params;
+    float *params = malloc(4 * P), *backbone = malloc(4 * 64 * 32), *p = params;
+    for (int v = 0; v < g->n_forward; v++) {
+        uint64_t n;
+        const float *w = poet_engine_params(r.e, v, false, &n);
+        if (w && n) memcpy(p, w, 4 * n), p += n;
+    }
+    poet_alq_layer l;
+    CHECK(poet_quant_layer(q, 0, &l) && l.rows == 32 && l.cols == 64);
+    poet_alq_dequantize(&l, backbone);
+    poet_quant_free(q), rig_free(&r);
+
+    poet_graph part;
+    CHECK(poet_zoo_build("mlp_digits", 32, &part, &err) == POET_OK && poet_graph_set_trainable(&part, "last:1", &err) == POET_OK);
+    rig_start(&r, &part, "keep-all", 0, NULL, poet_optimizer_default(POET_OPT_ADAM), 8);
+    poet_engine_free(r.e);
+    poet_engine_config cfg = {&part, &r.p, &r.plan.schedule, NULL, poet_optimizer_default(POET_OPT_ADAM), 8, 0, params, NULL};
+    CHECK(poet_engine_init(&r.e, &cfg, &err) == POET_OK);
+    poet_train_options to = {.epochs = 2};
+    poet_train_report rep;
+    CHECK_MSG(poet_train(r.e, d, &to, &rep, &err) == POET_OK, "%s", err.msg);
+    uint64_t n;
+    const float *w0 = poet_engine_params(r.e, 1, false, &n), *head = poet_engine_params(r.e, 3, false, &n);
+    CHECK_MSG(!memcmp(w0, backbone, 4 * 64 * 32), "the frozen multi-bit backbone changed");
+    CHECK_MSG(memcmp(head, params + 64 * 32 + 32, 4 * 32 * 10) != 0, "the classifier did not train");
+    free(params), free(backbone);
+    rig_free(&r);
+    poet_graph_free(&part);
+}
+
 static void test_trainers(const poet_dataset *d)
 {
     poet_graph g;
@@ -233,6 +275,7 @@ static void test_trainers(const poet_dataset *d)
         poet_quant_free(q);
         rig_free(&r);
     }
+    test_frozen_backbone(d, &g);
     rig r;
     rig_start(&r, &g, "keep-all", 0, NULL, poet_optimizer_default(POET_OPT_ADAM), 5);
     poet_quant *q = NULL;

@@ -102,7 +102,9 @@ poet_status poet_instance_from_graph(const poet_graph *g, const poet_device *d, 
  * sparsity_bp: basis points, below 10000. */
 poet_status poet_instance_sparse(const poet_graph *g, const poet_device *d, uint32_t sparsity_bp, poet_instance *out,
                                  poet_err *err);
-/* Counts g's linear weights in inst->parameter_bytes as multi-bit
+/* Counts g's frozen linear weights (a quantized backbone under partial
+ * training; all of them where every weight trains, a model as deployed)
+ * in inst->parameter_bytes as multi-bit
  * (poet/alq.h) at an average of `bits` terms per weight in groups of
  * `group`: a term count per group, and per term a 4-byte scale and a sign
  * bit per weight (whole bytes a group). The terms are taken as spread

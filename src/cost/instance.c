@@ -126,10 +126,13 @@ poet_status poet_instance_set_multibit(poet_instance *inst, const poet_graph *g,
     if (!(bits > 0 && bits <= POET_ALQ_MAX_TERMS) || !group)
         return poet_fail(err, POET_ERR_INVALID, "multi-bit weights: %g bits in groups of %u (need 0 < bits <= %d, groups >= 1)",
                          bits, group, POET_ALQ_MAX_TERMS);
+    bool any_frozen = false;
+    for (int v = 0; v < g->n_forward; v++)
+        any_frozen |= g->nodes[v].op == POET_OP_LINEAR && (g->nodes[v].attrs.flags & POET_ATTR_FREEZE_WEIGHTS);
     double bytes = inst->parameter_bytes;
     for (int v = 0; v < g->n_forward; v++) {
         const poet_node *n = &g->nodes[v];
-        if (n->op != POET_OP_LINEAR) continue;
+        if (n->op != POET_OP_LINEAR || (any_frozen && !(n->attrs.flags & POET_ATTR_FREEZE_WEIGHTS))) continue;
         const poet_shape *in = &g->nodes[n->inputs[0]].shape;
         uint64_t cols = (uint64_t)in->dim[in->ndim - 1], rows = (uint64_t)n->attrs.features;
         uint64_t len = group < cols ? group : cols, full = cols / len, rest = cols % len;
