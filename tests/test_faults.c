@@ -10,6 +10,7 @@
 
 #include "check.h"
 #include "poet/poet.h"
+#include "rtutil.h"
 
 void *__real_malloc(size_t n);
 void *__real_calloc(size_t n, size_t m);
@@ -162,6 +163,53 @@ graph:
     return rc;
 }
 
+/* The compact weight trainers: nested sparse subnets and multi-bit
+ * weights, each trained an epoch (ALQ pruning at its end) and packed. */
+static poet_dataset compact_data;
+
+static int run_compact(void)
+{
+    poet_err err = {0};
+    poet_graph g;
+    poet_instance inst;
+    poet_problem p;
+    poet_plan_result r;
+    poet_engine *e = NULL;
+    int rc = 1;
+    if (poet_zoo_build("mlp_digits", 32, &g, &err)) return 1;
+    if (poet_instance_from_graph(&g, poet_device_builtin(1), &inst, &err)) goto graph;
+    if (poet_problem_init(&p, &inst, 0, 1.5, &err)) goto inst;
+    p.budget_bytes = p.keep_all_peak_bytes;
+    poet_plan_options o = {.quiet = true};
+    if (poet_plan("keep-all", &p, &o, &r, &err)) goto problem;
+    poet_engine_config cfg = {&g, &p, &r.schedule, NULL, poet_optimizer_default(POET_OPT_ADAM), 1, 0, NULL, NULL};
+    bool planned = r.status == POET_PLAN_OPTIMAL || r.status == POET_PLAN_FEASIBLE;
+    if (!planned || poet_engine_init(&e, &cfg, &err)) goto result;
+    poet_dress *d = NULL;
+    poet_dress_options dopt = {.n_levels = 2, .sparsity_bp = {0, 5000}, .epochs = 1};
+    double loss, acc;
+    bool ok = !poet_dress_new(&d, e, &g, &dopt, &err) && !poet_dress_train(d, &compact_data, &err) &&
+              !poet_dress_evaluate(d, &compact_data, 1, &loss, &acc, &err);
+    poet_dress_free(d);
+    poet_quant *q = NULL;
+    poet_quant_options qopt = {POET_QUANT_ALQ, 16, 2, 0.5, 1, 1, 2, 1e-3f, 1};
+    poet_alq_layer l;
+    ok = ok && !poet_quant_new(&q, e, &g, &qopt, &err) && !poet_quant_train(q, &compact_data, &err) &&
+         poet_quant_layer(q, 1, &l);
+    poet_quant_free(q);
+    rc = ok ? 0 : 1;
+    poet_engine_free(e);
+result:
+    poet_plan_result_free(&r);
+problem:
+    poet_problem_free(&p);
+inst:
+    poet_instance_free(&inst);
+graph:
+    poet_graph_free(&g);
+    return rc;
+}
+
 static void countdown_through(int (*run)(void), const char *what)
 {
     countdown = -1;
@@ -184,5 +232,8 @@ int main(void)
     countdown_through(run_all, "graph, files, baselines, schedules");
     countdown_through(run_milp, "milp");
     countdown_through(run_runtime, "runtime");
+    rt_fake_digits(&compact_data, 64, 32);
+    countdown_through(run_compact, "compact weights");
+    poet_dataset_free(&compact_data);
     return check_report();
 }
