@@ -276,6 +276,19 @@ static void test_trainers(const poet_dataset *d)
         rig_free(&r);
     }
     test_frozen_backbone(d, &g);
+    /* convolutions quantize by rows: one term a row under BWN */
+    poet_graph cnn;
+    CHECK(poet_zoo_build("cnn_digits", 32, &cnn, &err) == POET_OK);
+    rig rc;
+    rig_start(&rc, &cnn, "keep-all", 0, NULL, poet_optimizer_default(POET_OPT_ADAM), 5);
+    poet_quant *qc;
+    poet_quant_options bwn = opts(POET_QUANT_BWN, 1, 1);
+    CHECK(poet_quant_new(&qc, rc.e, &cnn, &bwn, &err) == POET_OK && poet_quant_train(qc, d, &err) == POET_OK);
+    poet_alq_layer conv;
+    CHECK(poet_quant_layer(qc, 1, &conv) && conv.rows == 8 && conv.cols == 72 && conv.group == 72);
+    CHECK(fabs(poet_quant_bits(qc) - 1) < 1e-12);
+    poet_quant_free(qc), rig_free(&rc);
+    poet_graph_free(&cnn);
     rig r;
     rig_start(&r, &g, "keep-all", 0, NULL, poet_optimizer_default(POET_OPT_ADAM), 5);
     poet_quant *q = NULL;

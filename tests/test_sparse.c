@@ -265,6 +265,37 @@ static void test_joint(const poet_dataset *d)
     poet_graph_free(&g);
 }
 
+/* Convolutions are sparse by rows too: an output channel's weights. */
+static void test_conv_rows(const poet_dataset *d)
+{
+    poet_graph g;
+    poet_err err = {0};
+    CHECK(poet_zoo_build("cnn_digits", 32, &g, &err) == POET_OK);
+    rig r;
+    rig_start(&r, &g, "keep-all", 0, NULL, poet_optimizer_default(POET_OPT_ADAM), 5);
+    poet_dress *t;
+    poet_dress_options o = {.n_levels = 2, .sparsity_bp = {0, 7500}, .epochs = 1, .seed = 3};
+    CHECK(poet_dress_new(&t, r.e, &g, &o, &err) == POET_OK && poet_dress_train(t, d, &err) == POET_OK);
+    int nodes[8], n = poet_dress_layers(t, nodes, 8);
+    CHECK_MSG(n == 5, "%d sparse layers in cnn_digits, want 4 convolutions and the classifier", n);
+    CHECK(poet_dress_prune(t, 1, &err) == POET_OK);
+    bool exact = true;
+    for (int k = 0; k < n; k++) {
+        uint64_t rows = 0, cols = 0, count;
+        CHECK(poet_weight_rows(&g.nodes[nodes[k]], &rows, &cols));
+        const float *w = poet_engine_params(r.e, nodes[k], false, &count);
+        for (uint64_t row = 0; row < rows; row++) {
+            uint64_t kept = 0;
+            for (uint64_t c = 0; c < cols; c++) kept += w[row * cols + c] != 0;
+            exact = exact && kept == poet_sparse_keep((uint32_t)cols, 7500);
+        }
+    }
+    CHECK_MSG(exact, "a row of a pruned layer keeps other than its count");
+    poet_dress_free(t);
+    rig_free(&r);
+    poet_graph_free(&g);
+}
+
 static void test_trainer_refusals(void)
 {
     poet_graph g;
@@ -325,6 +356,7 @@ int main(int argc, char **argv)
     rt_fake_digits(&d, 640, 200);
     test_single_dense_level(&d);
     test_joint(&d);
+    test_conv_rows(&d);
     test_trainer_refusals();
     poet_dataset_free(&d);
     return check_report();

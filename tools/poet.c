@@ -290,7 +290,7 @@ static cJSON *levels_json(const report *r)
 static void print_levels(const report *r)
 {
     if (!r->n_levels) return;
-    printf("  the same schedule at each DRESS-style sparsity level (linear layers row-sorted):\n");
+    printf("  the same schedule at each DRESS-style sparsity level (convolution and linear rows sorted):\n");
     printf("  %8s %14s %14s %14s %16s\n", "sparsity", "energy J", "compute s", "with paging s", "parameters B");
     for (int k = 0; k < r->n_levels; k++)
         printf("  %7.2f%% %14.6g %14.6g %14.6g %16.0f\n", r->sparsity_bp[k] / 100.0, r->level_sim[k].energy_j,
@@ -388,8 +388,9 @@ static const char PLAN_HELP[] =
     "  --write-mps FILE  milp: write the model (FILE.mps) for other solvers\n"
     "  --sparse-levels LIST  sparsities in % (0,50,75,90): the schedule's\n"
     "                    energy and time, and the parameter bytes, with the\n"
-    "                    linear layers DRESS-style sparse at each (docs/sparse.md)\n"
-    "  --weight-bits B   count the linear weights as multi-bit at B bits on\n"
+    "                    convolution and linear layers DRESS-style sparse at\n"
+    "                    each (docs/sparse.md)\n"
+    "  --weight-bits B   count convolution and linear weights as multi-bit at B bits on\n"
     "                    average, in groups of N (default 64) (docs/alq.md)\n"
     "No schedule (an infeasible budget, with the smallest that would work, or\n"
     "none found in time) is reported and exits with 3, or 0 with\n"

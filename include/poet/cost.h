@@ -92,17 +92,18 @@ typedef struct poet_instance_stats {
 
 poet_status poet_instance_from_graph(const poet_graph *g, const poet_device *d, poet_instance *out,
                                      poet_err *err);
-/* The costed graph of g when its linear layers run as DRESS-style sparse
+/* The costed graph of g when its convolutions and linear layers (by rows,
+ * poet_weight_rows) run as DRESS-style sparse
  * subnets at one level (poet/sparse.h): each keeps ceil((1 - s) x inputs)
  * weights per output, so its forward node and its gradient nodes cost that
  * share of their dense FLOPs (bias terms included, under 1/inputs of them);
  * tensors keep their bytes, so a schedule of the dense graph is one of
  * this graph too, with its own time and energy. parameter_bytes counts the
- * linear weights row-sorted: a 16-bit column beside each float.
+ * weights row-sorted: a 16-bit column beside each float.
  * sparsity_bp: basis points, below 10000. */
 poet_status poet_instance_sparse(const poet_graph *g, const poet_device *d, uint32_t sparsity_bp, poet_instance *out,
                                  poet_err *err);
-/* Counts g's frozen linear weights (a quantized backbone under partial
+/* Counts g's frozen convolution and linear weights (a quantized backbone under partial
  * training; all of them where every weight trains, a model as deployed)
  * in inst->parameter_bytes as multi-bit
  * (poet/alq.h) at an average of `bits` terms per weight in groups of

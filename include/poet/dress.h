@@ -1,7 +1,8 @@
 /* poet: DRESS-style training of nested sparse subnets, the host side
  * (docs/sparse.md; the device side is poet/sparse.h).
  *
- * Every linear layer of a model is sparse at each level: level k keeps, in
+ * Every convolution and linear layer of a model is sparse at each level
+ * (a row: one output's weights, poet_weight_rows): level k keeps, in
  * each row, the ceil((1 - s_k) x row length) weights of largest magnitude,
  * so the levels nest. Training runs the levels one after the other on each
  * batch, each on the weights its mask keeps, and adds their gradients
@@ -32,13 +33,13 @@ typedef struct poet_dress_options {
 
 typedef struct poet_dress poet_dress;
 
-/* A trainer on e (built for g, whose linear layers become sparse; every
+/* A trainer on e (built for g, whose convolutions and linear layers become sparse; every
  * parameter must train). */
 poet_status poet_dress_new(poet_dress **out, poet_engine *e, const poet_graph *g, const poet_dress_options *o,
                            poet_err *err);
 void poet_dress_free(poet_dress *t);
 
-/* The linear layers: their forward nodes in g, at most max. */
+/* The sparse layers: their forward nodes in g, at most max. */
 int poet_dress_layers(const poet_dress *t, int *nodes, int max);
 
 /* Trains all levels jointly for the options' epochs over d's training set. */

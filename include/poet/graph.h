@@ -159,6 +159,19 @@ static inline void poet_param_split(poet_op op, const poet_attrs *a, uint64_t pa
     *bias = b;
 }
 
+/* A convolution's or linear layer's weights as a matrix: one row per
+ * output channel or feature (row-major in the parameters), each row the
+ * weights it reads (inputs per group x kernel height x width). False for
+ * other nodes. */
+static inline bool poet_weight_rows(const poet_node *n, uint64_t *rows, uint64_t *cols)
+{
+    uint64_t w, b;
+    if ((n->op != POET_OP_CONV2D && n->op != POET_OP_LINEAR) || n->attrs.features <= 0) return false;
+    poet_param_split(n->op, &n->attrs, n->params, &w, &b);
+    *rows = (uint64_t)n->attrs.features, *cols = w / *rows;
+    return *cols > 0;
+}
+
 /* The same split counting only what trains: 0 for a tensor the
  * POET_ATTR_FREEZE_* flags freeze. Gradients and optimizer state hold the
  * trained weights, then the trained bias. */

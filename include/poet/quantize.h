@@ -1,6 +1,7 @@
 /* poet: training multi-bit weights (docs/alq.md; the format is poet/alq.h).
  *
- * Every linear layer's weights become groups of scaled binary terms; the
+ * Every convolution's and linear layer's weights (by rows,
+ * poet_weight_rows) become groups of scaled binary terms; the
  * rest of the model (biases, other layers) trains as usual under the
  * engine's optimizer and schedule. Three methods:
  * - ALQ (Qu et al., CVPR 2020, from its description): a quadratic model of
@@ -44,7 +45,7 @@ typedef struct poet_quant_options {
 
 typedef struct poet_quant poet_quant;
 
-/* Quantizes e's linear layers (g's; every parameter must train) from the
+/* Quantizes e's convolutions and linear layers (g's; every parameter must train) from the
  * weights e holds now. */
 poet_status poet_quant_new(poet_quant **out, poet_engine *e, const poet_graph *g, const poet_quant_options *o,
                            poet_err *err);
@@ -55,11 +56,11 @@ void poet_quant_free(poet_quant *q);
 poet_status poet_quant_train(poet_quant *q, const poet_dataset *d, poet_err *err);
 
 /* The average bit width now (sign bits per linear weight) and the packed
- * bytes of the linear layers (biases in float included). */
+ * bytes of the quantized layers (their biases in float included). */
 double poet_quant_bits(const poet_quant *q);
 uint64_t poet_quant_bytes(const poet_quant *q);
 
-/* Layer k (of the linear layers, in graph order) in the packed format, its
+/* Layer k (of the quantized layers, in graph order) in the packed format, its
  * arrays owned by q until the next call or poet_quant_free. Returns false
  * past the last layer. */
 bool poet_quant_layer(poet_quant *q, int k, poet_alq_layer *out);

@@ -88,11 +88,12 @@ poet_status poet_instance_from_graph(const poet_graph *g, const poet_device *d, 
     return POET_OK;
 }
 
-/* The linear layer a node computes or differentiates, or -1. */
-static int linear_of(const poet_graph *g, const poet_node *n)
+/* The convolution or linear layer a node computes or differentiates, or -1. */
+static int layer_of(const poet_graph *g, const poet_node *n)
 {
+    uint64_t rows, cols;
     int f = n->op == POET_OP_GRAD ? n->fwd : (int)(n - g->nodes);
-    return f >= 0 && g->nodes[f].op == POET_OP_LINEAR ? f : -1;
+    return f >= 0 && poet_weight_rows(&g->nodes[f], &rows, &cols) ? f : -1;
 }
 
 poet_status poet_instance_sparse(const poet_graph *g, const poet_device *d, uint32_t sparsity_bp, poet_instance *out,
@@ -105,15 +106,19 @@ poet_status poet_instance_sparse(const poet_graph *g, const poet_device *d, uint
     if (st) return st;
     double packed_extra = 0;
     for (int v = 0; v < g->n_nodes; v++) {
-        int f = linear_of(g, &g->nodes[v]);
-        if (f < 0) continue;
-        const poet_shape *in = &g->nodes[g->nodes[f].inputs[0]].shape;
-        uint32_t cols = (uint32_t)in->dim[in->ndim - 1];
-        double share = (double)poet_sparse_keep(cols, sparsity_bp) / cols;
+        int f = layer_of(g, &g->nodes[v]);
+        uint64_t rows, cols;
+        if (f < 0 || !poet_weight_rows(&g->nodes[f], &rows, &cols)) continue;
+        if (cols > POET_SPARSE_MAX_COLS) {
+            poet_instance_free(&inst);
+            return poet_fail(err, POET_ERR_LIMIT, "node %s: %llu weights a row; sorted rows hold at most %u (16-bit columns)",
+                             g->nodes[f].name, (unsigned long long)cols, POET_SPARSE_MAX_COLS);
+        }
+        double share = (double)poet_sparse_keep((uint32_t)cols, sparsity_bp) / (double)cols;
         poet_cnode *c = &inst.nodes[v];
         c->flops *= share;
         price_node(c, d);
-        if (v == f) packed_extra += (double)sizeof(uint16_t) * (double)g->nodes[f].attrs.features * cols;
+        if (v == f) packed_extra += (double)sizeof(uint16_t) * (double)(rows * cols);
     }
     inst.parameter_bytes += packed_extra;
     *out = inst;
@@ -127,14 +132,13 @@ poet_status poet_instance_set_multibit(poet_instance *inst, const poet_graph *g,
         return poet_fail(err, POET_ERR_INVALID, "multi-bit weights: %g bits in groups of %u (need 0 < bits <= %d, groups >= 1)",
                          bits, group, POET_ALQ_MAX_TERMS);
     bool any_frozen = false;
+    uint64_t rows, cols;
     for (int v = 0; v < g->n_forward; v++)
-        any_frozen |= g->nodes[v].op == POET_OP_LINEAR && (g->nodes[v].attrs.flags & POET_ATTR_FREEZE_WEIGHTS);
+        any_frozen |= poet_weight_rows(&g->nodes[v], &rows, &cols) && (g->nodes[v].attrs.flags & POET_ATTR_FREEZE_WEIGHTS);
     double bytes = inst->parameter_bytes;
     for (int v = 0; v < g->n_forward; v++) {
         const poet_node *n = &g->nodes[v];
-        if (n->op != POET_OP_LINEAR || (any_frozen && !(n->attrs.flags & POET_ATTR_FREEZE_WEIGHTS))) continue;
-        const poet_shape *in = &g->nodes[n->inputs[0]].shape;
-        uint64_t cols = (uint64_t)in->dim[in->ndim - 1], rows = (uint64_t)n->attrs.features;
+        if (!poet_weight_rows(n, &rows, &cols) || (any_frozen && !(n->attrs.flags & POET_ATTR_FREEZE_WEIGHTS))) continue;
         uint64_t len = group < cols ? group : cols, full = cols / len, rest = cols % len;
         double groups = (double)(rows * (full + (rest > 0))), sign_bytes = (double)rows * (full * ((len + 7) / 8) + (rest + 7) / 8);
         /* the terms spread evenly over the groups: bits x groups scales */

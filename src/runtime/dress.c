@@ -77,14 +77,12 @@ static poet_status find_layers(poet_dress *t, const poet_graph *g, poet_err *err
             return poet_fail(err, POET_ERR_INVALID, "dress: node %s has frozen parameters; every one must train",
                              n->name);
         if (!(gr->acc = malloc(4 * gr->n))) return poet_fail(err, POET_ERR_NOMEM, "out of memory for the dress trainer");
-        if (n->op != POET_OP_LINEAR) continue;
-        const poet_shape *in = &g->nodes[n->inputs[0]].shape;
-        uint64_t cols64 = (uint64_t)in->dim[in->ndim - 1];
-        uint32_t cols = (uint32_t)(cols64 > POET_SPARSE_MAX_COLS ? POET_SPARSE_MAX_COLS + 1 : cols64);
-        uint32_t rows = (uint32_t)n->attrs.features;
-        if (cols > POET_SPARSE_MAX_COLS)
-            return poet_fail(err, POET_ERR_LIMIT, "dress: %s has %u inputs, at most %u (16-bit columns)", n->name,
-                             cols, POET_SPARSE_MAX_COLS);
+        uint64_t rows64, cols64;
+        if (!poet_weight_rows(n, &rows64, &cols64)) continue;
+        if (cols64 > POET_SPARSE_MAX_COLS)
+            return poet_fail(err, POET_ERR_LIMIT, "dress: %s has %llu weights a row, at most %u (16-bit columns)",
+                             n->name, (unsigned long long)cols64, POET_SPARSE_MAX_COLS);
+        uint32_t rows = (uint32_t)rows64, cols = (uint32_t)cols64;
         layer *l = &t->layers[t->n_layers];
         gr->layer = t->n_layers++;
         uint64_t count;
@@ -93,7 +91,7 @@ static poet_status find_layers(poet_dress *t, const poet_graph *g, poet_err *err
         if (!l->dense || !l->rank) return poet_fail(err, POET_ERR_NOMEM, "out of memory for the dress trainer");
         if (cols > widest) widest = cols;
     }
-    if (!t->n_layers) return poet_fail(err, POET_ERR_INVALID, "dress: %s has no linear layer to make sparse", g->model);
+    if (!t->n_layers) return poet_fail(err, POET_ERR_INVALID, "dress: %s has no convolution or linear layer to make sparse", g->model);
     if (!(t->order = malloc(2ull * widest))) return poet_fail(err, POET_ERR_NOMEM, "out of memory for the dress trainer");
     return POET_OK;
 }

@@ -79,10 +79,10 @@ static poet_status check_options(const poet_quant_options *o, poet_err *err)
 static poet_status add_layer(poet_quant *q, const poet_graph *g, int v, poet_err *err)
 {
     const poet_node *n = &g->nodes[v];
-    const poet_shape *in = &g->nodes[n->inputs[0]].shape;
     qlayer *l = &q->layers[q->n_layers++];
-    uint64_t count;
-    l->node = v, l->rows = (uint32_t)n->attrs.features, l->cols = (uint32_t)in->dim[in->ndim - 1];
+    uint64_t count, rows = 0, cols = 0;
+    poet_weight_rows(n, &rows, &cols);
+    l->node = v, l->rows = (uint32_t)rows, l->cols = (uint32_t)cols;
     l->group = q->o.method == POET_QUANT_BWN ? l->cols : q->o.group;
     if (l->group > l->cols) l->group = l->cols;
     l->per_row = (l->cols + l->group - 1) / l->group, l->n_groups = l->rows * l->per_row;
@@ -109,12 +109,13 @@ static poet_status find_layers(poet_quant *q, const poet_graph *g, poet_err *err
         if (!poet_engine_params(q->e, v, true, &count) || count != n->params)
             return poet_fail(err, POET_ERR_INVALID, "quantize: node %s has frozen parameters; every one must train",
                              n->name);
-        if (n->op != POET_OP_LINEAR) continue;
+        uint64_t rows, cols;
+        if (!poet_weight_rows(n, &rows, &cols)) continue;
         poet_status st = add_layer(q, g, v, err);
         if (st) return st;
         if (q->layers[q->n_layers - 1].group > widest) widest = q->layers[q->n_layers - 1].group;
     }
-    if (!q->n_layers) return poet_fail(err, POET_ERR_INVALID, "quantize: %s has no linear layer", g->model);
+    if (!q->n_layers) return poet_fail(err, POET_ERR_INVALID, "quantize: %s has no convolution or linear layer", g->model);
     if (!(q->scratch_f = malloc(8ull * widest))) return poet_fail(err, POET_ERR_NOMEM, "out of memory for the quantizer");
     return POET_OK;
 }
