@@ -273,41 +273,61 @@ static void choose_rows(const tensor *t, const float *score, uint8_t *keep)
     }
 }
 
-/* Adapts theta (a copy) on the support set with the arm's engine, then
- * counts the query examples it classifies right (argmax over the task's
- * WAYS classes) with the query engine. */
+/* The bits of tensor t's rows that keep[] drops, cleared in the train mask. */
+static void drop_rows(poet_engine *e, const tensor *t, const uint8_t *keep, uint8_t *mask)
+{
+    uint64_t n, P;
+    uint64_t at = (uint64_t)(poet_engine_params(e, t->node, false, &n) - poet_dev_weights(poet_engine_device(e), &P));
+    at += t->bias ? n - t->n : 0;
+    uint64_t per = t->n / t->rows;
+    for (uint64_t i = 0; i < t->n; i++)
+        if (!keep[i / per]) mask[(at + i) / 8] &= (uint8_t)~(1u << ((at + i) % 8));
+}
+
+/* Adapts theta (a copy) on the support set with the arm's engine, the way
+ * a device does it (poet/device.h): plain SGD at the arm's rate per tensor
+ * (poet_dev_set_rates), the channel attention choosing from the gradient of
+ * the first step with one (poet_dev_keep_rows; the classifier starts at
+ * zero, so the body's first gradient is zero) and the static arm's rows
+ * fixed by weight norm, both through the train mask. Then counts the query
+ * examples it classifies right (argmax over the task's WAYS classes) with
+ * the query engine. */
 static int adapt(const model *m, arm *a, int s, poet_engine *query, const float *theta, const task *t, float *work)
 {
     poet_err err = {0};
     poet_engine *e = a->r[s].e;
+    poet_dev *d = poet_engine_device(e);
     memcpy(work, theta, m->n_params * sizeof(float));
     memset(work + m->t[m->head_w].at, 0, (m->t[m->head_w].n + m->t[m->head_b].n) * sizeof(float));
-    uint8_t keep[2 * MAX_NODES][256];
-    for (int k = 0; k < m->n_tensors; k++) memset(keep[k], 1, sizeof keep[k]);
+    put_params(e, m, work);
+    static float rates[2 * MAX_NODES];
+    static uint8_t mask[1 << 14];
+    memset(rates, 0, sizeof rates), memset(mask, 0xff, sizeof mask);
+    for (int k = 0; k < m->n_tensors; k++) rates[2 * m->t[k].node + m->t[k].bias] = (float)a->rate[k];
+    poet_dev_set_rates(d, rates);
+    poet_dev_set_train_mask(d, a->static_channels ? mask : NULL);
     for (int k = 0; a->static_channels && k < m->n_tensors; k++)
         if (m->t[k].rows && !m->t[k].bias && a->rate[k] > 0) {
-            choose_rows(&m->t[k], theta + m->t[k].at, keep[k]);
-            memcpy(keep[k + 1], keep[k], sizeof keep[k]);
+            uint8_t keep[256];
+            choose_rows(&m->t[k], theta + m->t[k].at, keep);
+            drop_rows(e, &m->t[k], keep, mask);
+            if (k + 1 < m->n_tensors && m->t[k + 1].bias) drop_rows(e, &m->t[k + 1], keep, mask);
         }
-    for (int step = 0; step < INNER_STEPS; step++) {
-        double loss;
-        put_params(e, m, work);
-        if (poet_engine_step(e, t->sx, t->sy, &loss, &err)) return fprintf(stderr, "%s\n", err.msg), -1;
-        for (int k = 0; k < m->n_tensors; k++) {
-            const tensor *tk = &m->t[k];
-            const float *g = a->rate[k] > 0 ? grad_of(e, &a->g[s], tk) : NULL;
-            if (!g) continue;
-            /* the attention looks at the first step with a gradient (the
-             * classifier starts at zero, so the body's first one is zero) */
-            if (a->attention && tk->rows && !tk->bias && step == 1) {
-                choose_rows(tk, g, keep[k]);
-                memcpy(keep[k + 1], keep[k], sizeof keep[k]);
-            }
-            uint64_t per = tk->rows ? tk->n / tk->rows : tk->n;
-            for (uint64_t i = 0; i < tk->n; i++)
-                if (!tk->rows || keep[k][i / per]) work[tk->at + i] -= (float)a->rate[k] * g[i];
-        }
+    uint32_t attend[2 * MAX_NODES], count = 0;
+    for (int k = 0; a->attention && k < m->n_tensors; k++)
+        if (m->t[k].rows && !m->t[k].bias && a->rate[k] > 0 && grad_of(e, &a->g[s], &m->t[k]))
+            attend[2 * count] = (uint32_t)m->t[k].node, attend[2 * count++ + 1] = (uint32_t)(m->t[k].rows / 2);
+    int rc = 0;
+    for (int step = 0; step < INNER_STEPS && !rc; step++) {
+        float loss;
+        poet_status st = a->attention && step == 1
+                             ? poet_dev_step_attending(d, t->sx, t->sy, attend, count, mask, &loss, &err)
+                             : poet_dev_step(d, t->sx, t->sy, &loss, &err);
+        rc = st ? -1 : 0;
     }
+    poet_dev_set_rates(d, NULL), poet_dev_set_train_mask(d, NULL);
+    if (rc) return fprintf(stderr, "%s\n", err.msg), -1;
+    get_params(e, m, work);
     put_params(query, m, work);
     float logits[WAYS * QUERY * 10];
     if (poet_engine_predict(query, t->qx, logits, &err)) return fprintf(stderr, "%s\n", err.msg), -1;

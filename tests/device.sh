@@ -157,6 +157,33 @@ if [ -s "$tmp/upd/round-03.patch" ]; then
         "rc=$rc $(head -c 300 "$tmp/patch.out")"
 fi
 
+# p-Meta-style adaptation on the device: a learning rate per tensor and, at
+# the second step, only the half of two convolutions' rows with the largest
+# gradient train from then on; the host's bits, and not those of plain training
+/usr/bin/python3 - "$tmp/rates.bin" "$tmp/attend.bin" <<'PY'
+import struct, sys
+n = 17  # cnn_digits' forward nodes
+rates = [0.0] * (2 * n)
+for v in (4, 8, 11, 15):  # three convolutions and the classifier; conv2d1 frozen by rate 0
+    rates[2 * v], rates[2 * v + 1] = 0.05, 0.1
+open(sys.argv[1], "wb").write(struct.pack("<I%df" % (2 * n), 2 * n, *rates))
+open(sys.argv[2], "wb").write(struct.pack("<6I", 1, 2, 8, 8, 11, 8))
+PY
+adapt=(--model cnn_digits --data digits --batch 8 --seed 7 --time-limit 3 --budget 42% --runtime-factor 1.2 --steps 4)
+"$poet" emulate "${adapt[@]}" --rates "$tmp/rates.bin" --attend "$tmp/attend.bin" --json >"$tmp/adapt.json" 2>"$tmp/adapt.err"
+check "adaptation (rates, attention) exits 0" $? "$(head -c 300 "$tmp/adapt.err")"
+if [ -s "$tmp/adapt.json" ]; then
+    check "adaptation on the device equals the host's bit for bit" \
+        "$([ "$(field "$tmp/adapt.json" bit_identical)" = true ] && echo 0 || echo 1)"
+    "$poet" emulate "${adapt[@]}" --no-host --json >"$tmp/plain.json" 2>/dev/null
+    check "rates and attention change what trains" \
+        "$([ "$(field "$tmp/adapt.json" weights_sha256)" != "$(field "$tmp/plain.json" weights_sha256)" ] && echo 0 || echo 1)"
+fi
+"$poet" emulate "${adapt[@]}" --rates "$tmp/attend.bin" >"$tmp/bad.out" 2>"$tmp/bad.err"
+check "a rates file of the wrong length is refused before QEMU runs" \
+    "$([ $? -eq 2 ] && grep -q "this model needs 34" "$tmp/bad.err" && [ "$(wc -l <"$tmp/bad.err")" -eq 1 ] && echo 0 || echo 1)" \
+    "$(head -c 300 "$tmp/bad.err")"
+
 # the compact weight formats, nested sparse (poet/sparse.h: packed on the
 # device, run at every level) and multi-bit (poet/alq.h): the host's outputs
 # bit for bit; a level switch costs a few ticks

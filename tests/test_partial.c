@@ -265,8 +265,73 @@ static void test_trains_only_mask(const char *model, const char *spec, poet_opti
     poet_graph_free(&g);
 }
 
+/* Per-tensor rates and the gradient attention (poet_dev_set_rates,
+ * poet_dev_keep_rows, poet_dev_step_attending): SGD at rate r moves a
+ * weight by exactly -r x its gradient, rate 0 not at all; after the
+ * attending step only the kept rows (those of largest gradient norm) move. */
+static void test_rates_and_attention(void)
+{
+    poet_graph g;
+    poet_err err = {0};
+    if (!build("cnn_digits", NULL, &g)) return;
+    rig r;
+    rig_start(&r, &g, "fast", 0.4, NULL, (poet_optimizer){POET_OPT_SGD, 0, 0, 0, 0, 0, 0}, 3);
+    CHECK(r.ok);
+    poet_dev *d = poet_engine_device(r.e);
+    uint32_t n = poet_dev_forward_nodes(d);
+    CHECK(n == (uint32_t)g.n_forward);
+    float *rates = calloc(2 * n, sizeof *rates);
+    const int conv = 8; /* conv2d8: 16 output channels of 8 x 3 x 3 weights, with a bias */
+    rates[2 * conv] = 0.25f, rates[2 * conv + 1] = 0.5f, rates[2 * 15] = 0.125f;
+    poet_dev_set_rates(d, rates);
+    uint64_t cnt, P;
+    float *w = poet_engine_params(r.e, conv, false, &cnt), *before = malloc(4 * cnt);
+    const float *gw = poet_engine_params(r.e, conv, true, &cnt);
+    float *x = malloc(4 * 32 * 64), loss;
+    int32_t y[32];
+    rt_batch(&g, 5, x, y);
+    memcpy(before, w, 4 * cnt);
+    CHECK(poet_dev_step(d, x, y, &loss, &err) == POET_OK);
+    bool exact = true;
+    for (uint64_t i = 0; i < cnt; i++) exact = exact && w[i] == before[i] - (i < 16 * 72 ? 0.25f : 0.5f) * gw[i];
+    CHECK_MSG(exact, "SGD at the tensor's rate is not w - rate x g");
+    uint64_t c1;
+    const float *c1w = poet_engine_params(r.e, 1, false, &c1);
+    float *c1_before = malloc(4 * c1);
+    memcpy(c1_before, c1w, 4 * c1);
+    /* the attending step: 4 of the 16 rows, chosen from this step's gradient */
+    poet_dev_weights(d, &P);
+    uint8_t *mask = malloc(P / 8 + 1);
+    memset(mask, 0xff, P / 8 + 1);
+    uint32_t pairs[2] = {conv, 4};
+    memcpy(before, w, 4 * cnt);
+    CHECK(poet_dev_step_attending(d, x, y, pairs, 1, mask, &loss, &err) == POET_OK);
+    double norm[16];
+    for (int row = 0; row < 16; row++) {
+        norm[row] = 0;
+        for (int i = 0; i < 72; i++) norm[row] += (double)gw[row * 72 + i] * gw[row * 72 + i];
+    }
+    int moved = 0, wrong = 0;
+    for (int row = 0; row < 16; row++) {
+        int larger = 0;
+        for (int u = 0; u < 16; u++) larger += norm[u] > norm[row];
+        bool kept = larger < 4, changed = memcmp(w + row * 72, before + row * 72, 4 * 72) != 0 || w[16 * 72 + row] != before[16 * 72 + row];
+        moved += changed;
+        wrong += kept != changed;
+    }
+    CHECK_MSG(moved == 4 && wrong == 0, "attention moved %d rows, %d not the largest gradients'", moved, wrong);
+    CHECK(!memcmp(c1w, c1_before, 4 * c1)); /* rate 0: conv2d1 never moves */
+    CHECK(poet_dev_keep_rows(d, 2, 4, mask, &err) == POET_ERR_INVALID); /* a batch norm has no rows */
+    CHECK(poet_dev_keep_rows(d, (int)n, 4, mask, &err) == POET_ERR_INVALID);
+    poet_dev_set_rates(d, NULL), poet_dev_set_train_mask(d, NULL);
+    free(rates), free(before), free(x), free(c1_before), free(mask);
+    rig_free(&r);
+    poet_graph_free(&g);
+}
+
 int main(void)
 {
+    test_rates_and_attention();
     test_graph_follows();
     test_specs_refused();
     poet_graph g;

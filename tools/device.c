@@ -159,6 +159,7 @@ static const char EMULATE_HELP[] =
     "                    [--storage sd|ram] [--json] [--keep DIR] [--timeout S]\n"
     "                    [--firmware ELF] [--qemu PATH] [--no-host]\n"
     "                    [--memory BYTES] [--fail-write N] [--fail-read N] [--profile]\n"
+    "                    [--rates FILE] [--attend FILE]\n"
     "Plans a training iteration (costs from --device, default m4: the nRF52840),\n"
     "writes the device image and N batches of the data set in the order poet train\n"
     "feeds them, then trains on QEMU's netduinoplus2 (STM32F405, Cortex-M4F, 192 KiB\n"
@@ -172,18 +173,31 @@ static const char EMULATE_HELP[] =
     "  --keep DIR      keep the image, data, storage and weights files there\n"
     "  --memory BYTES  hand the device library only this much of the pool\n"
     "  --fail-write N  the SD card's Nth write fails (fault injection); --fail-read too\n"
-    "  --profile       time kernels too (conv forward and backward cycles)\n";
+    "  --profile       time kernels too (conv forward and backward cycles)\n"
+    "  --rates FILE    a learning rate per tensor: u32 count (2 a forward node),\n"
+    "                  then floats (weights', bias's), little-endian\n"
+    "  --attend FILE   at one step, only the rows with the largest gradient train\n"
+    "                  from then on: u32 step (from 0), u32 count, then count\n"
+    "                  pairs of u32 node and rows kept (docs/partial.md)\n";
 
 enum { RAM_LIMIT_BYTES = 192 * 1024 };
 
 typedef struct emulate_args {
     train_opts t;
     const char *steps, *chunk, *storage, *keep, *timeout, *firmware, *qemu, *memory, *fail_write, *fail_read;
+    const char *rates, *attend;
     bool json, no_host, profile, help;
 } emulate_args;
 
+/* --rates and --attend as the firmware reads them: little-endian words. */
+typedef struct adaptation {
+    float *rates;   /* 2 a forward node, or NULL */
+    uint32_t *attend; /* step, count, then (node, rows kept) pairs; or NULL */
+} adaptation;
+
 typedef struct emulation {
     session s;
+    adaptation ad;
     train_values v;
     long steps, timeout_s;
     uint32_t chunk;
@@ -372,8 +386,9 @@ static int run_qemu(emulation *em, const emulate_args *a)
                      "enable=on,target=native,arg=poet-firmware,arg=--steps=%ld,arg=--data=%s,arg=--weights=%s,"
                      "arg=--storage=%s",
                      em->steps, data, weights, em->sd ? store : "ram");
-    const char *extra[][2] = {{"--memory=", a->memory}, {"--fail-write=", a->fail_write}, {"--fail-read=", a->fail_read}};
-    for (int i = 0; i < 3; i++)
+    const char *extra[][2] = {{"--memory=", a->memory}, {"--fail-write=", a->fail_write}, {"--fail-read=", a->fail_read},
+                              {"--rates=", a->rates}, {"--attend=", a->attend}};
+    for (int i = 0; i < 5; i++)
         if (extra[i][1]) k += snprintf(semi + k, sizeof semi - (size_t)k, ",arg=%s%s", extra[i][0], extra[i][1]);
     if (a->profile) snprintf(semi + k, sizeof semi - (size_t)k, ",arg=--profile");
     char *argv[] = {(char *)(a->qemu ? a->qemu : "qemu-system-arm"), "-M", "netduinoplus2", "-display", "none",
@@ -399,6 +414,49 @@ static double num(const cJSON *o, const char *name)
     return cJSON_IsNumber(v) ? v->valuedouble : 0;
 }
 
+/* A file of little-endian words: count of them in *n. */
+static int read_words(const char *path, uint32_t **out, size_t *n)
+{
+    poet_err err = {0};
+    char *data = NULL;
+    size_t len = 0;
+    if (poet_read_file(path, &data, &len, &err)) return lib_error(&err);
+    *n = len / 4;
+    *out = malloc(4 * (*n + 1));
+    if (!*out) return free(data), lib_error(&(poet_err){POET_ERR_NOMEM, "out of memory"});
+    for (size_t i = 0; i < *n; i++) (*out)[i] = le32((const uint8_t *)data + 4 * i);
+    free(data);
+    return len % 4 ? usage_error("emulate", "a file of 32-bit words has a length that is not a multiple of 4:", path) : 0;
+}
+
+/* Reads --rates and --attend, checked against the model's forward nodes,
+ * before QEMU runs. */
+static int adaptation_load(const emulate_args *a, uint32_t nodes, adaptation *ad)
+{
+    uint32_t *rates = NULL;
+    size_t n = 0, m = 0;
+    int rc = a->rates ? read_words(a->rates, &rates, &n) : 0;
+    if (!rc && rates && (n != 1 + 2ull * nodes || rates[0] != 2 * nodes)) {
+        char need[80];
+        snprintf(need, sizeof need, "%u (two a forward node), got %zu", 2 * nodes, n ? n - 1 : 0);
+        rc = usage_error("emulate", "--rates FILE must hold a u32 count and that many floats: this model needs", need);
+    }
+    if (!rc && rates) {
+        ad->rates = malloc(4ull * 2 * nodes);
+        if (!ad->rates) rc = lib_error(&(poet_err){POET_ERR_NOMEM, "out of memory"});
+        else memcpy(ad->rates, rates + 1, 4ull * 2 * nodes);
+    }
+    free(rates);
+    if (!rc && a->attend && !(rc = read_words(a->attend, &ad->attend, &m)) && (m < 2 || m != 2 + 2ull * ad->attend[1]))
+        rc = usage_error("emulate", "--attend FILE must hold u32 step, u32 count and count (node, rows) pairs:", a->attend);
+    for (uint32_t i = 0; !rc && ad->attend && i < ad->attend[1]; i++)
+        if (ad->attend[2 + 2 * i] >= nodes)
+            rc = usage_error("emulate", "--attend FILE names a node that is not a forward node:", a->attend);
+    return rc;
+}
+
+static void adaptation_free(adaptation *ad) { free(ad->rates), free(ad->attend); }
+
 /* The same steps on the host, under the given schedule; the SHA-256 of the weights. */
 static int host_weights(emulation *em, const poet_problem *p, const poet_schedule *s, char sha[65])
 {
@@ -413,24 +471,36 @@ static int host_weights(emulation *em, const poet_problem *p, const poet_schedul
     int rows, classes;
     uint64_t per;
     int rc = 0;
+    const adaptation *ad = &em->ad;
+    uint8_t *mask = NULL;
+    uint64_t P = 0;
     if (poet_engine_init(&e, &cfg, &err) || poet_read_file(path, &data, &len, &err)) {
         rc = lib_error(&err);
+    } else if (poet_dev_weights(poet_engine_device(e), &P), !(mask = malloc(P / 8 + 1))) {
+        rc = lib_error(&(poet_err){POET_ERR_NOMEM, "out of memory"});
     } else {
+        memset(mask, 0xff, P / 8 + 1);
+        if (ad->rates) poet_dev_set_rates(poet_engine_device(e), ad->rates);
         poet_engine_batch_shape(e, &rows, &per, &classes);
         size_t xb = (size_t)rows * per * sizeof(float), one = xb + (size_t)rows * sizeof(int32_t);
         float *x = malloc(xb);
         int32_t *y = malloc((size_t)rows * sizeof *y);
-        double loss;
+        poet_dev *d = poet_engine_device(e);
         for (long k = 0; !rc && x && y && k < em->steps && (size_t)(k + 1) * one <= len; k++) {
             memcpy(x, data + (size_t)k * one, xb);
             memcpy(y, data + (size_t)k * one + xb, (size_t)rows * sizeof *y);
-            if (poet_engine_step(e, x, y, &loss, &err)) rc = lib_error(&err);
+            float loss;
+            bool attend = ad->attend && ad->attend[0] == (uint32_t)k;
+            poet_status st = attend ? poet_dev_step_attending(d, x, y, ad->attend + 2, ad->attend[1], mask, &loss, &err)
+                                    : poet_dev_step(d, x, y, &loss, &err);
+            if (st) rc = lib_error(&err);
         }
         poet_engine_weights_sha256(e, sha);
         free(x), free(y);
     }
     free(data);
     poet_engine_free(e);
+    free(mask);
     return rc;
 }
 
@@ -466,7 +536,8 @@ static int report(emulation *em, const emulate_args *a)
     long steps = (long)num(dv, "steps");
     int rc = 0;
     if (!a->no_host && steps == em->steps) {
-        if ((rc = host_weights(em, &em->s.p, &em->s.plan.schedule, host)) || (rc = keep_all_weights(em, keep))) return rc;
+        if ((rc = host_weights(em, &em->s.p, &em->s.plan.schedule, host)) || (rc = keep_all_weights(em, keep)))
+            return rc;
     }
     uint32_t bits = (uint32_t)num(dv, "loss_bits");
     float loss;
@@ -564,6 +635,7 @@ static void emulation_free(emulation *em)
     cJSON_Delete(em->device);
     poet_dataset_free(&em->d);
     free(em->img);
+    adaptation_free(&em->ad);
     session_free(&em->s);
 }
 
@@ -577,7 +649,8 @@ int cmd_emulate(int argc, char **argv)
                   {"--qemu", true, &a.qemu, NULL},         {"--memory", true, &a.memory, NULL},
                   {"--fail-write", true, &a.fail_write, NULL}, {"--fail-read", true, &a.fail_read, NULL},
                   {"--json", false, NULL, &a.json},        {"--no-host", false, NULL, &a.no_host},
-                  {"--profile", false, NULL, &a.profile},  {NULL, false, NULL, NULL}};
+                  {"--profile", false, NULL, &a.profile},  {"--rates", true, &a.rates, NULL},
+                  {"--attend", true, &a.attend, NULL},     {NULL, false, NULL, NULL}};
     int rc = parse_opts("emulate", argc, argv, opts, &a.help);
     if (rc || a.help) return a.help ? (fputs(EMULATE_HELP, stdout), 0) : rc;
     if (!a.t.device) a.t.device = "m4";
@@ -588,6 +661,7 @@ int cmd_emulate(int argc, char **argv)
     if ((rc = check_emulate_args(&a, &em))) return rc;
     if (!(rc = load_board(&em, a.firmware)) &&
         !(rc = session_plan("emulate", &em.s, &a.t, &em.v)) &&
+        !(rc = adaptation_load(&a, (uint32_t)em.s.g->n_forward, &em.ad)) &&
         !(rc = export_image(&em.s, &em.v, em.chunk, &em.img, &em.img_len, &em.need)) && !(rc = check_fit(&em))) {
         if (poet_dataset_load(em.v.data, a.t.data_dir, &em.d, &err)) rc = lib_error(&err);
         else if (!(rc = make_dir(&em, a.keep)) && !(rc = write_batches(&em)) && !(rc = run_qemu(&em, &a)))

@@ -7,13 +7,17 @@
  * usage (semihosting command line):
  *   firmware [--patches=FILE] [--steps=N --data=FILE] [--storage=FILE|ram]
  *            [--weights=FILE] [--memory=BYTES] [--fail-write=N] [--fail-read=N]
- *            [--profile]
+ *            [--profile] [--rates=FILE] [--attend=FILE]
  *   firmware --layer=FILE --layer-out=FILE
  * --patches applies the partial updates of `poet update` (patches one after
  * the other in FILE) before any training; a refused one stops the run with
  * the weights of the last applied.
  * --memory hands the library fewer bytes than the pool holds; --fail-*
- * make the Nth transfer of the card fail. --layer runs a compact weight
+ * make the Nth transfer of the card fail. --rates sets a learning rate per tensor (u32 count, then
+ * two floats per forward node: weights, bias) and --attend, at one step,
+ * keeps of some layers only the rows whose gradient is largest (u32 step,
+ * u32 count, then count pairs of u32 node and rows kept): p-Meta-style
+ * adaptation, as bench/fewshot.c runs it on the host. --layer runs a compact weight
  * format (poet/sparse.h, poet/alq.h) on a case from the host (layer_check). Exit status: 0 done; 1 poet
  * refused or a step failed (the weights written are those of the last
  * completed step); 2 bad arguments or files. */
@@ -34,7 +38,7 @@ enum { POOL_PAINT = 0xA5 };
 
 typedef struct args {
     long steps, memory, fail_write, fail_read;
-    const char *data, *storage, *weights, *patches, *layer, *layer_out;
+    const char *data, *storage, *weights, *patches, *layer, *layer_out, *rates, *attend;
     bool profile;
 } args;
 
@@ -135,6 +139,8 @@ static bool parse(args *a)
         else if ((v = value_of(w, "--weights="))) a->weights = v;
         else if ((v = value_of(w, "--patches="))) a->patches = v;
         else if ((v = value_of(w, "--layer="))) a->layer = v;
+        else if ((v = value_of(w, "--rates="))) a->rates = v;
+        else if ((v = value_of(w, "--attend="))) a->attend = v;
         else if ((v = value_of(w, "--layer-out="))) a->layer_out = v;
         else if (strcmp(w, "--profile") == 0) a->profile = true;
         else if (w != cmdline) ok = false; /* the first word names the program */
@@ -184,6 +190,8 @@ typedef struct run {
     poet_dev *d;
     poet_dev_memory need;
     unsigned char *spare, *spare_end; /* pool bytes the library does not use */
+    uint32_t *attend;                 /* step, count, then (node, rows kept) pairs; NULL: none */
+    uint8_t *mask;                    /* the train mask the attention writes */
     long patches;
     long steps_done;
     float loss;
@@ -229,6 +237,15 @@ static void report(const run *r, const args *a)
     flush();
 }
 
+/* One step; at the attention's step the gradient first picks the rows
+ * that train from then on. */
+static poet_status adaptive_step(run *r, long k, const float *x, const int32_t *y, poet_err *err)
+{
+    if (r->attend && (uint32_t)k == r->attend[0])
+        return poet_dev_step_attending(r->d, x, y, r->attend + 2, r->attend[1], r->mask, &r->loss, err);
+    return poet_dev_step(r->d, x, y, &r->loss, err);
+}
+
 static int train(run *r, const args *a, int data)
 {
     float *x;
@@ -242,7 +259,7 @@ static int train(run *r, const args *a, int data)
         if (sh_read(data, x, xb) != 0 || sh_read(data, y, yb) != 0) return fail("the data file ends before step ", "");
         poet_err err = {0};
         uint64_t t0 = board_ticks();
-        if (poet_dev_step(r->d, x, y, &r->loss, &err)) {
+        if (adaptive_step(r, k, x, y, &err)) {
             put_str("poet-firmware: step ");
             put_u64((uint64_t)k + 1);
             put_str(" failed: ");
@@ -252,6 +269,49 @@ static int train(run *r, const args *a, int data)
         }
         r->step_ticks += board_ticks() - t0;
         r->steps_done++;
+    }
+    return 0;
+}
+
+/* The first `words` words of a file, into the pool's spare bytes; its
+ * first `head` words are read first to say how many: words(head) gives
+ * the total. */
+static uint32_t *read_words(run *r, const char *path, uint32_t head, uint32_t (*words)(const uint32_t *head))
+{
+    uint32_t first[2];
+    int h = sh_open(path, SH_READ_BINARY);
+    if (h < 0) return NULL;
+    bool ok = sh_read(h, first, 4ull * head) == 0;
+    uint32_t total = ok ? words(first) : 0;
+    uint64_t bytes = 4ull * total;
+    ok = ok && total >= head && bytes <= (uint64_t)(r->spare_end - r->spare);
+    uint32_t *w = (uint32_t *)r->spare;
+    if (ok) memcpy(w, first, 4ull * head), ok = sh_read(h, w + head, bytes - 4ull * head) == 0;
+    sh_close(h);
+    if (!ok) return NULL;
+    r->spare += (bytes + 7) / 8 * 8;
+    return w;
+}
+
+static uint32_t rates_words(const uint32_t *head) { return head[0] < (1u << 20) ? 1 + head[0] : 0; }
+static uint32_t attend_words(const uint32_t *head) { return head[1] < (1u << 16) ? 2 + 2 * head[1] : 0; }
+
+/* --rates and --attend. */
+static int adaptation(run *r, const args *a)
+{
+    if (a->rates) {
+        uint32_t *w = read_words(r, a->rates, 1, rates_words);
+        if (!w || w[0] != 2 * poet_dev_forward_nodes(r->d)) return fail("a rates file needs two floats a forward node: ", a->rates);
+        poet_dev_set_rates(r->d, (const float *)(w + 1));
+    }
+    if (a->attend) {
+        uint32_t *w = read_words(r, a->attend, 2, attend_words);
+        uint64_t P;
+        poet_dev_weights(r->d, &P);
+        if (!w || (uint64_t)(r->spare_end - r->spare) < P / 8 + 1) return fail("cannot read or place ", a->attend);
+        r->attend = w, r->mask = r->spare;
+        memset(r->mask, 0xff, (size_t)(P / 8 + 1));
+        r->spare += (P / 8 + 1 + 7) / 8 * 8;
     }
     return 0;
 }
@@ -442,6 +502,7 @@ int main(void)
     int rc = open_dev(&r, &a, &st, &card, &ram);
     if (rc) return rc;
     if (a.patches) rc = apply_patches(&r, a.patches);
+    if (!rc) rc = adaptation(&r, &a);
     if (!rc && a.steps) {
         int data = sh_open(a.data, SH_READ_BINARY);
         if (data < 0) return fail("cannot open the data file ", a.data);

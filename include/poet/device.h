@@ -162,6 +162,27 @@ uint32_t poet_dev_graph_hash(const poet_dev *d);
  * is borrowed and must stay readable; NULL: every parameter trains. */
 void poet_dev_set_train_mask(poet_dev *d, const uint8_t *mask);
 
+/* Learning rates per tensor (p-Meta-style adaptation learns one per
+ * layer): rates[2 v] for forward node v's weights, rates[2 v + 1] for its
+ * bias; poet_dev_forward_nodes(d) nodes. Borrowed until replaced; NULL:
+ * the image's one rate. */
+void poet_dev_set_rates(poet_dev *d, const float *rates);
+uint32_t poet_dev_forward_nodes(const poet_dev *d);
+
+/* Channel attention from the gradients: in mask (a train mask, bits over
+ * poet_dev_weights), sets the bits of the `keep` output rows of node's
+ * weights (and their bias entries) whose gradient now (after
+ * poet_dev_gradient) has the largest norm, ties to the lower row, and
+ * clears the others' bits. The node must be a convolution or linear layer
+ * with trained weights. Quadratic in the rows, with no scratch memory. */
+poet_status poet_dev_keep_rows(poet_dev *d, int node, uint32_t keep, uint8_t *mask, poet_err *err);
+
+/* A step whose gradient first chooses what trains: for each of the count
+ * pairs (node, rows kept) in rows_kept, poet_dev_keep_rows into mask; then
+ * mask becomes the train mask (for this step's update and those after). */
+poet_status poet_dev_step_attending(poet_dev *d, const float *x, const int32_t *labels, const uint32_t *rows_kept,
+                                    uint32_t count, uint8_t *mask, float *loss, poet_err *err);
+
 /* The weights a partial update chooses among: those of convolutions and
  * linear layers, not their biases nor any other parameter (a patch sends
  * those in full). Sets is_weight[i] to 1 or 0 for each float of

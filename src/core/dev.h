@@ -22,6 +22,7 @@ struct poet_dev {
     int32_t *live;  /* node -> buffer in RAM, or -1 */
     long *pending;  /* buffer -> ticket of its page-out, or -1 */
     const uint8_t *train_mask; /* bit i: parameter i trains; NULL: all do (borrowed) */
+    const float *rates;        /* per forward node, weights' then bias's learning rate; NULL: the image's (borrowed) */
     uint64_t step;
     poet_dev_stats stats;
 };

@@ -469,31 +469,32 @@ static double pow_uint(double b, uint64_t e)
 }
 
 /* Parameter p, whose gradient and optimizer state are at g. */
-static inline void optimizer_update_one(poet_dev *d, uint64_t p, uint64_t g, float c1, float c2)
+static inline void optimizer_update_one(poet_dev *d, uint64_t p, uint64_t g, float lr, float c1, float c2)
 {
     const img_header *h = d->h;
     float grad = d->grads[g] + h->weight_decay * d->params[p];
     if (h->optimizer == KOPT_SGD) {
         d->opt_m[g] = h->momentum * d->opt_m[g] + grad;
-        d->params[p] -= h->lr * d->opt_m[g];
+        d->params[p] -= lr * d->opt_m[g];
     } else {
         d->opt_m[g] = h->beta1 * d->opt_m[g] + (1 - h->beta1) * grad;
         d->opt_v[g] = h->beta2 * d->opt_v[g] + (1 - h->beta2) * grad * grad;
-        d->params[p] -= h->lr * (d->opt_m[g] / c1) / (poet_sqrtf(d->opt_v[g] / c2) + h->eps);
+        d->params[p] -= lr * (d->opt_m[g] / c1) / (poet_sqrtf(d->opt_v[g] / c2) + h->eps);
     }
 }
 
 /* Parameters outside the train mask keep their value and their optimizer
  * state. Without a mask the loop tests no bit: on a 32-bit core the test
  * costs more than the update. */
-static void optimizer_update_range(poet_dev *d, uint64_t p, uint64_t g, uint64_t count, float c1, float c2)
+static void optimizer_update_range(poet_dev *d, uint64_t p, uint64_t g, uint64_t count, float lr, float c1,
+                                   float c2)
 {
     const uint8_t *mask = d->train_mask;
     if (!mask)
-        for (uint64_t i = 0; i < count; i++) optimizer_update_one(d, p + i, g + i, c1, c2);
+        for (uint64_t i = 0; i < count; i++) optimizer_update_one(d, p + i, g + i, lr, c1, c2);
     else
         for (uint64_t i = 0; i < count; i++)
-            if (mask[(p + i) / 8] >> ((p + i) % 8) & 1) optimizer_update_one(d, p + i, g + i, c1, c2);
+            if (mask[(p + i) / 8] >> ((p + i) % 8) & 1) optimizer_update_one(d, p + i, g + i, lr, c1, c2);
 }
 
 /* Frozen tensors have neither gradients nor optimizer state. */
@@ -506,8 +507,9 @@ static void optimizer_update(poet_dev *d)
         uint64_t w, b, tw, tb;
         poet_param_split((poet_op)n->op, &n->attrs, n->params, &w, &b);
         poet_param_trained_split((poet_op)n->op, &n->attrs, n->params, &tw, &tb);
-        optimizer_update_range(d, n->param_at, n->grad_at, tw, c1, c2);
-        optimizer_update_range(d, n->param_at + w, n->grad_at + tw, tb, c1, c2);
+        float lw = d->rates ? d->rates[2 * v] : h->lr, lb = d->rates ? d->rates[2 * v + 1] : h->lr;
+        optimizer_update_range(d, n->param_at, n->grad_at, tw, lw, c1, c2);
+        optimizer_update_range(d, n->param_at + w, n->grad_at + tw, tb, lb, c1, c2);
     }
 }
 
@@ -620,6 +622,57 @@ const float *poet_dev_state(const poet_dev *d, uint64_t *count)
 }
 
 void poet_dev_set_train_mask(poet_dev *d, const uint8_t *mask) { d->train_mask = mask; }
+
+void poet_dev_set_rates(poet_dev *d, const float *rates) { d->rates = rates; }
+
+uint32_t poet_dev_forward_nodes(const poet_dev *d) { return d->h->n_forward; }
+
+poet_status poet_dev_step_attending(poet_dev *d, const float *x, const int32_t *labels, const uint32_t *rows_kept,
+                                    uint32_t count, uint8_t *mask, float *loss, poet_err *err)
+{
+    poet_status st = poet_dev_gradient(d, x, labels, loss, err);
+    for (uint32_t i = 0; i < count && !st; i++)
+        st = poet_dev_keep_rows(d, (int)rows_kept[2 * i], rows_kept[2 * i + 1], mask, err);
+    if (st) return st;
+    poet_dev_set_train_mask(d, mask);
+    poet_dev_update(d);
+    return POET_OK;
+}
+
+static double row_norm(const float *g, uint64_t per)
+{
+    double s = 0;
+    for (uint64_t i = 0; i < per; i++) s += (double)g[i] * g[i];
+    return s;
+}
+
+poet_status poet_dev_keep_rows(poet_dev *d, int node, uint32_t keep, uint8_t *mask, poet_err *err)
+{
+    if (node < 0 || (uint32_t)node >= d->h->n_forward)
+        return poet_fail(err, POET_ERR_INVALID, "keep rows: node %d is not a forward node", node);
+    const knode *n = &d->nodes[node];
+    uint64_t w, b, tw, tb, rows = n->attrs.features > 0 ? (uint64_t)n->attrs.features : 0;
+    poet_param_split((poet_op)n->op, &n->attrs, n->params, &w, &b);
+    poet_param_trained_split((poet_op)n->op, &n->attrs, n->params, &tw, &tb);
+    if ((n->op != POET_OP_CONV2D && n->op != POET_OP_LINEAR) || !rows || !tw)
+        return poet_fail(err, POET_ERR_INVALID, "keep rows: node %d has no trained rows of weights", node);
+    uint64_t per = w / rows;
+    const float *g = d->grads + n->grad_at;
+    for (uint64_t r = 0; r < rows; r++) { /* a rank by counting: no scratch, rows are few on a device */
+        double mine = row_norm(g + r * per, per);
+        uint64_t above = 0;
+        for (uint64_t u = 0; u < rows && above < keep; u++) {
+            double other = u == r ? mine : row_norm(g + u * per, per);
+            above += other > mine || (other == mine && u < r);
+        }
+        bool on = above < keep;
+        for (uint64_t i = n->param_at + r * per; i < n->param_at + (r + 1) * per; i++)
+            mask[i / 8] = (uint8_t)(on ? mask[i / 8] | 1u << (i % 8) : mask[i / 8] & ~(1u << (i % 8)));
+        uint64_t bi = n->param_at + w + r;
+        if (tb) mask[bi / 8] = (uint8_t)(on ? mask[bi / 8] | 1u << (bi % 8) : mask[bi / 8] & ~(1u << (bi % 8)));
+    }
+    return POET_OK;
+}
 
 const poet_dev_stats *poet_dev_get_stats(const poet_dev *d) { return &d->stats; }
 const void *poet_dev_arena(const poet_dev *d) { return d->arena; }
