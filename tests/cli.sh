@@ -447,6 +447,27 @@ if [ "$(num parameter_bytes "$tmp/out")" = "$want" ]; then passed=$((passed + 1)
     failed=$((failed + 1))
     echo "FAIL: --weight-bits 1 --train last:1: parameter_bytes $(num parameter_bytes "$tmp/out"), by hand $want"
 fi
+# train, then compress: nested sparse levels and multi-bit weights, each measured
+ok "train --compress dress" "$poet" train --model mlp_digits --device m4 --budget 100% --epochs 2 \
+    --compress dress:0,50,90 --compress-epochs 1 --json --quiet
+if /usr/bin/python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))["compress"]; l = c["levels"]
+assert [x["sparsity"] for x in l] == [0, 0.5, 0.9] and all(0.2 < x["test_accuracy"] <= 1 for x in l), c' "$tmp/out"; then
+    passed=$((passed + 1))
+else
+    failed=$((failed + 1)); echo "FAIL: --compress dress report: $(head -c 300 "$tmp/out")"
+fi
+ok "train --compress alq" "$poet" train --model mlp_digits --device m4 --budget 100% --epochs 2 --compress alq:0.75 \
+    --compress-epochs 3 --json --quiet
+if /usr/bin/python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))["compress"]
+assert c["method"] == "alq" and abs(c["bits"] - 0.75) < 0.02 and c["bits"] <= 0.75 and c["test_accuracy"] > 0.2, c' "$tmp/out"; then
+    passed=$((passed + 1))
+else
+    failed=$((failed + 1)); echo "FAIL: --compress alq report: $(head -c 300 "$tmp/out")"
+fi
+refuse "train: bad --compress" "--compress must be dress:LIST" "$poet" train --model mlp_digits --device m4 \
+    --budget 100% --compress alq:9
+refuse "train: --compress-epochs alone" "--compress-epochs needs --compress" "$poet" train --model mlp_digits \
+    --device m4 --budget 100% --compress-epochs 2
 refuse "plan: too many bits" "--weight-bits must be more than 0" "$poet" plan --model mlp_digits --device m4 \
     --budget 100% --weight-bits 7
 refuse "plan: bits on an instance" "need the model's layers" "$poet" plan --instance "$tmp/g.json" --budget 50% \

@@ -19,6 +19,7 @@ static const char TRAIN_HELP[] =
     "                  [--optimizer sgd|adam] [--lr X]\n"
     "                  [--checkpoint DIR] [--checkpoint-every N] [--resume]\n"
     "                  [--storage FILE] [--onnx-out FILE] [--json] [--quiet]\n"
+    "                  [--compress SPEC [--compress-epochs N]]\n"
     "Plans a schedule for one training iteration under the budget (bytes, or a\n"
     "percentage of the keep-all activation peak), then trains the model on real\n"
     "data inside an arena of the planned size, paging to a storage file and\n"
@@ -41,11 +42,18 @@ static const char TRAIN_HELP[] =
     "                      or a temporary file)\n"
     "  --onnx FILE         your model (docs/onnx.md): its initializers are the initial\n"
     "                      weights; --data is required\n"
-    "  --onnx-out FILE     write the ONNX model with the trained weights (--onnx only)\n";
+    "  --onnx-out FILE     write the ONNX model with the trained weights (--onnx only)\n"
+    "  --compress SPEC     then compress the trained model, under the same schedule,\n"
+    "                      for N more epochs (default: --epochs) and report each\n"
+    "                      result on the test set: dress:0,50,75,90 (nested sparse\n"
+    "                      subnets, docs/sparse.md), alq:B, ste:B (B bits a weight\n"
+    "                      on average, groups of 64) or bwn (docs/alq.md); the\n"
+    "                      engine keeps the compressed weights (the dense backbone\n"
+    "                      for dress) for --onnx-out; not checkpointed\n";
 
 typedef struct train_args {
     train_opts t;
-    const char *epochs, *steps, *checkpoint, *every, *storage, *onnx_out;
+    const char *epochs, *steps, *checkpoint, *every, *storage, *onnx_out, *compress, *compress_epochs;
     bool json, resume, quiet;
 } train_args;
 
@@ -53,7 +61,41 @@ typedef struct parsed {
     train_values v;
     int epochs;
     long steps, every;
+    int compress_epochs;
+    bool dress;                   /* --compress dress:LIST, else a quantizer */
+    poet_dress_options dress_opt; /* epochs and seed filled in later */
+    poet_quant_options quant_opt;
 } parsed;
+
+/* --compress SPEC. */
+static bool parse_compress(const char *spec, parsed *p)
+{
+    char *end;
+    if (strncmp(spec, "dress:", 6) == 0) {
+        p->dress = true;
+        for (const char *at = spec + 6;; at = end + 1) {
+            double pct = strtod(at, &end), q = round(pct * 100);
+            uint32_t k = p->dress_opt.n_levels;
+            if (end == at || !(pct >= 0 && pct < 100) || fabs(pct * 100 - q) > 1e-6 || k == POET_SPARSE_MAX_LEVELS ||
+                (k && q <= p->dress_opt.sparsity_bp[k - 1]))
+                return false;
+            p->dress_opt.sparsity_bp[p->dress_opt.n_levels++] = (uint16_t)q;
+            if (!*end) return true;
+            if (*end != ',') return false;
+        }
+    }
+    poet_quant_options o = {POET_QUANT_ALQ, 64, 3, 1, 0, 0, 10, 1e-3f, 0};
+    if (strcmp(spec, "bwn") == 0) o.method = POET_QUANT_BWN;
+    else if (strncmp(spec, "alq:", 4) == 0 || strncmp(spec, "ste:", 4) == 0) {
+        o.method = spec[0] == 'a' ? POET_QUANT_ALQ : POET_QUANT_STE;
+        o.target_bits = strtod(spec + 4, &end);
+        if (end == spec + 4 || *end || !(o.target_bits > 0 && o.target_bits <= (spec[0] == 'a' ? 3 : 6))) return false;
+    } else {
+        return false;
+    }
+    p->quant_opt = o;
+    return true;
+}
 
 static bool parse_long(const char *s, long lo, long hi, long *out)
 {
@@ -78,6 +120,13 @@ static int check_args(const train_args *a, parsed *p)
         return usage_error(cmd, "--steps must be 1 to 1e9, got", a->steps);
     if (a->every && !parse_long(a->every, 1, 1000000000L, &p->every))
         return usage_error(cmd, "--checkpoint-every must be 1 to 1e9 steps, got", a->every);
+    if (a->compress && !parse_compress(a->compress, p))
+        return usage_error(cmd, "--compress must be dress:LIST (increasing % below 100), alq:B (0 < B <= 3), ste:B "
+                                "(0 < B <= 6) or bwn, got", a->compress);
+    if (a->compress_epochs && !a->compress) return usage_error(cmd, "--compress-epochs needs --compress", NULL);
+    p->compress_epochs = p->epochs;
+    if (a->compress_epochs && !parse_int(a->compress_epochs, 1, 100000, &p->compress_epochs))
+        return usage_error(cmd, "--compress-epochs must be 1 to 100000, got", a->compress_epochs);
     if (a->resume && !a->checkpoint) return usage_error(cmd, "--resume needs --checkpoint DIR", NULL);
     if (a->onnx_out && !a->t.onnx) return usage_error(cmd, "--onnx-out needs --onnx FILE", NULL);
     if (!p->v.data) return usage_error(cmd, "give --data (digits or fashion-mnist) for this model", NULL);
@@ -177,7 +226,9 @@ static void on_progress(void *ctx, const poet_train_progress *p)
                 p->test_loss, 100 * p->test_accuracy);
 }
 
-static int report(const run *r, const poet_train_report *tr, cJSON *epochs, bool json)
+/* Prints the run's report; with json and keep, hands the JSON object to
+ * *keep instead, for more to be added before it is printed. */
+static int report(const run *r, const poet_train_report *tr, cJSON *epochs, bool json, cJSON **keep)
 {
     const poet_engine_stats *s = poet_engine_get_stats(r->e);
     char sha[65];
@@ -241,7 +292,56 @@ static int report(const run *r, const poet_train_report *tr, cJSON *epochs, bool
     cJSON *ops = cJSON_AddObjectToObject(o, "host_kernel_seconds_by_op");
     for (int k = 0; k < POET_OP_COUNT; k++)
         if (s->host_op_s[k] > 0) cJSON_AddNumberToObject(ops, poet_op_name((poet_op)k), s->host_op_s[k]);
+    if (keep) return *keep = o, 0;
     return print_json(o);
+}
+
+/* --compress: the trained model made nested-sparse or multi-bit under the
+ * same engine, each result measured on the test set; into *out (JSON) and
+ * on stdout unless json. */
+static int compress(run *r, const parsed *q, bool json, cJSON **out)
+{
+    poet_err err = {0};
+    cJSON *o = cJSON_CreateObject();
+    *out = o;
+    double loss, acc;
+    if (q->dress) {
+        poet_dress_options d = q->dress_opt;
+        d.epochs = q->compress_epochs, d.seed = q->v.seed;
+        poet_dress *t;
+        if (poet_dress_new(&t, r->e, r->s.g, &d, &err)) return lib_error(&err);
+        poet_status st = poet_dress_train(t, &r->d, &err);
+        cJSON *levels = cJSON_AddArrayToObject(o, "levels");
+        for (uint32_t k = 0; !st && k < d.n_levels; k++) {
+            if ((st = poet_dress_evaluate(t, &r->d, k, &loss, &acc, &err))) break;
+            cJSON *l = cJSON_CreateObject();
+            cJSON_AddNumberToObject(l, "sparsity", d.sparsity_bp[k] / 1e4);
+            cJSON_AddNumberToObject(l, "test_accuracy", acc);
+            cJSON_AddItemToArray(levels, l);
+            if (!json) printf("  DRESS-style level %5.2f%% sparse: test accuracy %.2f%%\n", d.sparsity_bp[k] / 100.0, 100 * acc);
+        }
+        poet_dress_free(t);
+        return st ? lib_error(&err) : 0;
+    }
+    poet_quant_options qo = q->quant_opt;
+    qo.epochs = q->compress_epochs, qo.prune_epochs = qo.method == POET_QUANT_ALQ ? q->compress_epochs / 3 : 0;
+    qo.seed = q->v.seed;
+    poet_quant *t;
+    if (poet_quant_new(&t, r->e, r->s.g, &qo, &err)) return lib_error(&err);
+    poet_status st = poet_quant_train(t, &r->d, &err);
+    if (!st) st = poet_evaluate(r->e, r->d.test_x, r->d.test_y, NULL, r->d.n_test, &loss, &acc, &err);
+    if (!st) {
+        static const char *names[] = {"alq", "ste", "bwn"};
+        cJSON_AddStringToObject(o, "method", names[qo.method]);
+        cJSON_AddNumberToObject(o, "bits", poet_quant_bits(t));
+        cJSON_AddNumberToObject(o, "bytes", (double)poet_quant_bytes(t));
+        cJSON_AddNumberToObject(o, "test_accuracy", acc);
+        if (!json)
+            printf("  %s: %.3f bits a weight on average, %llu B of packed layers: test accuracy %.2f%%\n", names[qo.method],
+                   poet_quant_bits(t), (unsigned long long)poet_quant_bytes(t), 100 * acc);
+    }
+    poet_quant_free(t);
+    return st ? lib_error(&err) : 0;
 }
 
 /* The schedule: planned now (and kept in the checkpoint directory, so that
@@ -272,7 +372,8 @@ int cmd_train(int argc, char **argv)
                   {"--epochs", true, &a.epochs, NULL},     {"--steps", true, &a.steps, NULL},
                   {"--checkpoint", true, &a.checkpoint, NULL},
                   {"--checkpoint-every", true, &a.every, NULL}, {"--storage", true, &a.storage, NULL},
-                  {"--onnx-out", true, &a.onnx_out, NULL},
+                  {"--onnx-out", true, &a.onnx_out, NULL}, {"--compress", true, &a.compress, NULL},
+                  {"--compress-epochs", true, &a.compress_epochs, NULL},
                   {"--json", false, NULL, &a.json},        {"--resume", false, NULL, &a.resume},
                   {"--quiet", false, NULL, &a.quiet},      {NULL, false, NULL, NULL}};
     int rc = parse_opts("train", argc, argv, opts, &help);
@@ -295,8 +396,16 @@ int cmd_train(int argc, char **argv)
             rc = lib_error(&err);
             cJSON_Delete(pc.epochs);
         } else {
-            rc = write_onnx(&r, a.onnx_out);
-            rc = rc ? rc : report(&r, &tr, pc.epochs, a.json);
+            cJSON *whole = NULL, *compressed = NULL;
+            rc = report(&r, &tr, pc.epochs, a.json, a.compress ? &whole : NULL);
+            if (!rc && a.compress) rc = compress(&r, &q, a.json, &compressed);
+            if (!rc) rc = write_onnx(&r, a.onnx_out);
+            if (whole && !rc) {
+                cJSON_AddItemToObject(whole, "compress", compressed);
+                rc = print_json(whole);
+            } else {
+                cJSON_Delete(whole), cJSON_Delete(compressed);
+            }
         }
     }
     run_free(&r);

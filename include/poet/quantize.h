@@ -37,7 +37,8 @@ typedef struct poet_quant_options {
     uint32_t init_terms;  /* ALQ: terms every group starts with, 1-6 */
     double target_bits;   /* average bit width: ALQ prunes to it, STE holds it; BWN: 1 */
     int epochs;           /* in all */
-    int prune_epochs;     /* ALQ: the first epochs, each pruning its share toward the target */
+    int prune_epochs;     /* ALQ: P; epochs 1 to P each prune their share toward the target (what
+                           * is left at the end is pruned then), the others fine-tune */
     int basis_every;      /* ALQ: steps between basis steps */
     float lr;             /* of the scales (ALQ) or the latent weights (STE, BWN); AMSGrad */
     uint64_t seed;        /* shuffles */

@@ -463,8 +463,9 @@ poet_status poet_quant_train(poet_quant *q, const poet_dataset *d, poet_err *err
     uint64_t weights, start_bits = sign_bits(q, &weights);
     int every = q->o.basis_every > 0 ? q->o.basis_every : 1 << 30;
     for (int ep = 0; ep < q->o.epochs; ep++) {
-        if (q->o.method == POET_QUANT_ALQ && ep < q->o.prune_epochs && q->step) {
-            double share = (double)(ep + 1) / q->o.prune_epochs, goal = q->o.target_bits * (double)weights;
+        /* epochs 1 to P prune (the moments need an epoch first), the rest fine-tune */
+        if (q->o.method == POET_QUANT_ALQ && ep >= 1 && ep <= q->o.prune_epochs) {
+            double share = (double)ep / q->o.prune_epochs, goal = q->o.target_bits * (double)weights;
             poet_status st = prune_to(q, (uint64_t)((double)start_bits - share * ((double)start_bits - goal)), err);
             if (st) return st;
         }
