@@ -22,23 +22,8 @@ static bool fail(const poet_err *err) { return fprintf(stderr, "alq: %s\n", err-
 static bool start(rig *r, const poet_graph *g, const float *params, uint64_t seed)
 {
     rig_start(r, g, "fast", 0.01, NULL, poet_optimizer_default(POET_OPT_ADAM), seed);
-    if (!r->ok) return false;
-    const float *p = params;
-    for (int v = 0; v < g->n_forward && p; v++) {
-        uint64_t n;
-        float *w = poet_engine_params(r->e, v, false, &n);
-        if (w && n) memcpy(w, p, 4 * n), p += n;
-    }
-    return true;
-}
-
-static void get_params(poet_engine *e, const poet_graph *g, float *out)
-{
-    for (int v = 0; v < g->n_forward; v++) {
-        uint64_t n;
-        const float *w = poet_engine_params(e, v, false, &n);
-        if (w && n) memcpy(out, w, 4 * n), out += n;
-    }
+    if (r->ok && params) rt_put_params(r->e, g, params);
+    return r->ok;
 }
 
 typedef struct cell {
@@ -103,7 +88,7 @@ static bool run_seed(const poet_dataset *d, const poet_graph *g, uint64_t seed, 
     for (int v = 0; v < g->n_forward; v++) P += g->nodes[v].params;
     float *dense = malloc(4 * P);
     if (!start(&r, g, NULL, seed) || !dense_epochs(&r, g, d, epochs, seed)) return false;
-    get_params(r.e, g, dense);
+    rt_get_params(r.e, g, dense);
     double loss;
     if (!dense_epochs(&r, g, d, epochs, seed + 1) ||
         poet_evaluate(r.e, d->test_x, d->test_y, NULL, d->n_test, &loss, &res->fp32, &err))

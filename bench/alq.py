@@ -10,8 +10,7 @@ packed bytes of the linear layers with their float biases), the issue's
 targets with whether they hold, and how ALQ spread its terms over the
 groups."""
 import argparse
-import json
-import subprocess
+import report_io
 
 STYLE = {"alq": ("ALQ", "#d62728"), "ste": ("fixed bit width, STE", "#1f77b4"), "bwn": ("BWN (1 bit)", "#2ca02c")}
 
@@ -85,19 +84,9 @@ def main():
     ap.add_argument("alq")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--epochs", type=int, default=30)
-    ap.add_argument("--svg")
-    ap.add_argument("--json", help="read this report instead of running (a saved run's output)")
-    ap.add_argument("--save", help="write the run's report (JSON) here")
+    report_io.add_options(ap)
     a = ap.parse_args()
-    if a.json:
-        with open(a.json) as f:
-            report = json.load(f)
-    else:
-        out = subprocess.run([a.alq, str(a.seeds), str(a.epochs)], check=True, capture_output=True, text=True).stdout
-        report = json.loads(out)
-        if a.save:
-            with open(a.save, "w") as f:
-                f.write(out)
+    report = report_io.run_or_load(a, [a.alq, a.seeds, a.epochs])
     table(report)
     if a.svg:
         svg(report, a.svg)

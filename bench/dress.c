@@ -57,25 +57,8 @@ static bool fail(const poet_err *err) { return fprintf(stderr, "dress: %s\n", er
 static bool start(rig *r, const poet_graph *g, const float *params, uint64_t seed)
 {
     rig_start(r, g, "fast", 0.01, NULL, poet_optimizer_default(POET_OPT_ADAM), seed);
-    if (!r->ok) return false;
-    if (params) {
-        const float *p = params;
-        for (int v = 0; v < g->n_forward; v++) {
-            uint64_t n;
-            float *w = poet_engine_params(r->e, v, false, &n);
-            if (w && n) memcpy(w, p, 4 * n), p += n;
-        }
-    }
-    return true;
-}
-
-static void get_params(poet_engine *e, const poet_graph *g, float *out)
-{
-    for (int v = 0; v < g->n_forward; v++) {
-        uint64_t n;
-        const float *w = poet_engine_params(e, v, false, &n);
-        if (w && n) memcpy(out, w, 4 * n), out += n;
-    }
+    if (r->ok && params) rt_put_params(r->e, g, params);
+    return r->ok;
 }
 
 typedef struct packed {
@@ -205,7 +188,7 @@ static bool run_seed(const poet_dataset *d, const poet_graph *g, uint64_t seed, 
     if (!start(&r, g, NULL, seed) || poet_dress_new(&t, r.e, g, &o, &err) || poet_dress_train(t, d, &err) ||
         poet_dress_evaluate(t, d, 0, &(double){0}, &res->dense, &err))
         return fail(&err);
-    get_params(r.e, g, dense);
+    rt_get_params(r.e, g, dense);
     poet_dress_free(t), rig_free(&r);
 
     o = levels(0, LEVELS, epochs, seed + 1);

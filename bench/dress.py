@@ -11,8 +11,7 @@ backbone, every model under a POET schedule. Prints a Markdown table (mean,
 min and max over the seeds), the issue's targets with whether they hold, the
 level-switch and separate-model-load times and the storage."""
 import argparse
-import json
-import subprocess
+import report_io
 
 ARMS = [("one-shot", "one-shot pruning of the dense model", "#7f7f7f"),
         ("per-level", "pruned and fine-tuned per level", "#1f77b4"),
@@ -90,19 +89,9 @@ def main():
     ap.add_argument("dress")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--epochs", type=int, default=30)
-    ap.add_argument("--svg")
-    ap.add_argument("--json", help="read this report instead of running (a saved run's output)")
-    ap.add_argument("--save", help="write the run's report (JSON) here")
+    report_io.add_options(ap)
     a = ap.parse_args()
-    if a.json:
-        with open(a.json) as f:
-            report = json.load(f)
-    else:
-        out = subprocess.run([a.dress, str(a.seeds), str(a.epochs)], check=True, capture_output=True, text=True).stdout
-        report = json.loads(out)
-        if a.save:
-            with open(a.save, "w") as f:
-                f.write(out)
+    report = report_io.run_or_load(a, [a.dress, a.seeds, a.epochs])
     table(report)
     if a.svg:
         svg(report, a.svg)

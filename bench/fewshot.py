@@ -14,8 +14,7 @@ planner placed at the smallest feasible budget on the m4 profile, and the
 arena high-water mark measured while the arm adapted; and the ratios the
 issue's targets name."""
 import argparse
-import json
-import subprocess
+import report_io
 
 COLORS = ["#000000", "#1f77b4", "#2ca02c", "#9467bd", "#d62728"]
 
@@ -94,21 +93,9 @@ def main():
     ap.add_argument("--episodes", type=int, default=3000)
     ap.add_argument("--sparsity", type=float, default=0.5)
     ap.add_argument("--budget", type=float, default=0.4, help="of full adaptation's keep-all peak, for the p-Meta-style arm")
-    ap.add_argument("--svg")
-    ap.add_argument("--json", help="read this report instead of running (a saved run's output)")
-    ap.add_argument("--save", help="write the run's report (JSON) here")
+    report_io.add_options(ap)
     a = ap.parse_args()
-    if a.json:
-        with open(a.json) as f:
-            report = json.load(f)
-    else:
-        out = subprocess.run([a.fewshot, str(a.tasks), str(a.seed), str(a.episodes), str(a.sparsity),
-                              str(a.budget)], check=True,
-                             capture_output=True, text=True).stdout
-        report = json.loads(out)
-        if a.save:
-            with open(a.save, "w") as f:
-                f.write(out)
+    report = report_io.run_or_load(a, [a.fewshot, a.tasks, a.seed, a.episodes, a.sparsity, a.budget])
     table(report)
     if a.svg:
         svg(report, a.svg)

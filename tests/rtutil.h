@@ -59,6 +59,26 @@ static inline void rig_free(rig *r)
     memset(r, 0, sizeof *r);
 }
 
+/* All of e's trainable parameters, in node order (g's), to or from a
+ * flat vector. */
+static inline void rt_put_params(poet_engine *e, const poet_graph *g, const float *p)
+{
+    for (int v = 0; v < g->n_forward; v++) {
+        uint64_t n;
+        float *w = poet_engine_params(e, v, false, &n);
+        if (w && n) memcpy(w, p, 4 * n), p += n;
+    }
+}
+
+static inline void rt_get_params(poet_engine *e, const poet_graph *g, float *out)
+{
+    for (int v = 0; v < g->n_forward; v++) {
+        uint64_t n;
+        const float *w = poet_engine_params(e, v, false, &n);
+        if (w && n) memcpy(out, w, 4 * n), out += n;
+    }
+}
+
 /* Deterministic pseudo-random floats in [-1, 1) and labels. */
 static inline float rt_uniform(uint64_t *s)
 {

@@ -208,12 +208,8 @@ static void test_frozen_backbone(const poet_dataset *d, const poet_graph *g)
     CHECK(poet_quant_new(&q, r.e, g, &o, &err) == POET_OK && poet_quant_train(q, d, &err) == POET_OK);
     uint64_t P = 0;
     for (int v = 0; v < g->n_forward; v++) P += g->nodes[v].params;
-    float *params = malloc(4 * P), *backbone = malloc(4 * 64 * 32), *p = params;
-    for (int v = 0; v < g->n_forward; v++) {
-        uint64_t n;
-        const float *w = poet_engine_params(r.e, v, false, &n);
-        if (w && n) memcpy(p, w, 4 * n), p += n;
-    }
+    float *params = malloc(4 * P), *backbone = malloc(4 * 64 * 32);
+    rt_get_params(r.e, g, params);
     poet_alq_layer l;
     CHECK(poet_quant_layer(q, 0, &l) && l.rows == 32 && l.cols == 64);
     poet_alq_dequantize(&l, backbone);

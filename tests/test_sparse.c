@@ -153,15 +153,6 @@ static void test_refusals(void)
 
 /* ---- the trainer ---- */
 
-static void weights_of(poet_engine *e, const poet_graph *g, float *out)
-{
-    for (int v = 0; v < g->n_forward; v++) {
-        uint64_t n;
-        const float *p = poet_engine_params(e, v, false, &n);
-        if (p && n) memcpy(out, p, 4 * n), out += n;
-    }
-}
-
 static uint64_t n_weights(const poet_graph *g)
 {
     uint64_t n = 0;
@@ -246,9 +237,9 @@ static void test_joint(const poet_dataset *d)
     CHECK(poet_dress_new(&tp, a.e, &g, &one, &err) == POET_OK && poet_dress_prune(tp, 0, &err) == POET_OK);
     uint64_t P = n_weights(&g);
     float *pruned = malloc(4 * P), *tuned = malloc(4 * P);
-    weights_of(a.e, &g, pruned);
+    rt_get_params(a.e, &g, pruned);
     CHECK(poet_dress_train(tp, d, &err) == POET_OK);
-    weights_of(a.e, &g, tuned);
+    rt_get_params(a.e, &g, tuned);
     uint64_t revived = 0, zeros = 0, moved = 0;
     for (uint64_t i = 0; i < P; i++) {
         zeros += pruned[i] == 0;

@@ -33,12 +33,6 @@ struct poet_dress {
     bool fixed;            /* the ranks are held, not re-derived from the weights */
     uint8_t *train_mask;   /* then: the engine's, which keeps pruned weights and their optimizer state */
     uint16_t *order;
-    int rows;
-    uint64_t per;
-    float *x;
-    int32_t *y;
-    int *idx, *perm;
-    int n_perm;
 };
 
 static poet_status check_options(const poet_dress_options *o, poet_err *err)
@@ -106,14 +100,7 @@ poet_status poet_dress_new(poet_dress **out, poet_engine *e, const poet_graph *g
     if (!t) return poet_fail(err, POET_ERR_NOMEM, "out of memory for the dress trainer");
     t->e = e, t->dev = poet_engine_device(e), t->o = *o;
     set_weights(t, o);
-    int classes;
-    poet_engine_batch_shape(e, &t->rows, &t->per, &classes);
     st = find_layers(t, g, err);
-    if (!st) {
-        t->x = malloc(4 * (size_t)t->rows * t->per), t->y = malloc(4 * (size_t)t->rows);
-        t->idx = malloc(sizeof(int) * (size_t)t->rows);
-        if (!t->x || !t->y || !t->idx) st = poet_fail(err, POET_ERR_NOMEM, "out of memory for the dress trainer");
-    }
     if (st) {
         poet_dress_free(t);
         return st;
@@ -129,7 +116,7 @@ void poet_dress_free(poet_dress *t)
     free(t->train_mask);
     for (int i = 0; i < t->n_layers; i++) free(t->layers[i].dense), free(t->layers[i].rank);
     for (int i = 0; i < t->n_grads; i++) free(t->grads[i].acc);
-    free(t->layers), free(t->grads), free(t->order), free(t->x), free(t->y), free(t->idx), free(t->perm);
+    free(t->layers), free(t->grads), free(t->order);
     free(t);
 }
 
@@ -190,14 +177,15 @@ static void accumulate(poet_dress *t, uint32_t k)
     }
 }
 
-static poet_status joint_step(poet_dress *t, poet_err *err)
+static poet_status joint_step(void *ctx, const float *x, const int32_t *y, poet_err *err)
 {
+    poet_dress *t = ctx;
     rank_weights(t);
     for (int i = 0; i < t->n_grads; i++) memset(t->grads[i].acc, 0, 4 * t->grads[i].n);
     for (uint32_t k = 0; k < t->o.n_levels; k++) {
         float loss;
         enter_level(t, k);
-        poet_status st = poet_dev_gradient(t->dev, t->x, t->y, &loss, err);
+        poet_status st = poet_dev_gradient(t->dev, x, y, &loss, err);
         leave_level(t);
         if (st) return st;
         accumulate(t, k);
@@ -209,22 +197,11 @@ static poet_status joint_step(poet_dress *t, poet_err *err)
 
 poet_status poet_dress_train(poet_dress *t, const poet_dataset *d, poet_err *err)
 {
-    if (d->n_train < t->rows) return poet_fail(err, POET_ERR_INVALID, "dress: %d training examples, a batch is %d", d->n_train, t->rows);
-    if (t->n_perm != d->n_train) {
-        free(t->perm);
-        if (!(t->perm = malloc(sizeof(int) * (size_t)d->n_train)))
-            return poet_fail(err, POET_ERR_NOMEM, "out of memory for the dress trainer");
-        t->n_perm = d->n_train;
-    }
-    for (int ep = 0; ep < t->o.epochs; ep++) {
-        poet_train_order(t->o.seed, ep, d->n_train, t->perm);
-        for (int b = 0; b + t->rows <= d->n_train; b += t->rows) {
-            rt_gather_rows(t->x, t->y, t->rows, t->per, d->train_x, d->train_y, t->perm + b);
-            poet_status st = joint_step(t, err);
-            if (st) return st;
-        }
-    }
-    return POET_OK;
+    rt_batches b;
+    poet_status st = rt_batches_init(&b, t->e, d, "dress", err);
+    for (int ep = 0; ep < t->o.epochs && !st; ep++) st = rt_batches_epoch(&b, t->o.seed, ep, joint_step, t, err);
+    rt_batches_free(&b);
+    return st;
 }
 
 /* The engine trains only what the held ranks keep at level k (everything

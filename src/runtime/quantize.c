@@ -38,12 +38,7 @@ struct poet_quant {
     uint8_t *train_mask;
     long step;
     double c1, c2; /* AMSGrad's bias corrections at this step */
-    int rows;
-    uint64_t per;
-    float *x;
-    int32_t *y;
-    int *perm;
-    int n_perm;
+    int basis_every; /* while training */
     float *scratch_f; /* a group's targets, then its curvatures */
     uint8_t *packed_terms, *packed_bits;
     float *packed_alpha;
@@ -382,10 +377,12 @@ static poet_status quantize_latent(poet_quant *q, poet_err *err)
 
 /* ---- the steps ---- */
 
-static poet_status step(poet_quant *q, bool basis, poet_err *err)
+static poet_status step(void *ctx, const float *x, const int32_t *y, poet_err *err)
 {
+    poet_quant *q = ctx;
+    bool basis = (q->step + 1) % q->basis_every == 0;
     float loss;
-    poet_status st = poet_dev_gradient(q->dev, q->x, q->y, &loss, err);
+    poet_status st = poet_dev_gradient(q->dev, x, y, &loss, err);
     if (st) return st;
     q->step++;
     q->c1 = 1 - pow(B1, (double)q->step), q->c2 = 1 - pow(B2, (double)q->step);
@@ -420,12 +417,7 @@ poet_status poet_quant_new(poet_quant **out, poet_engine *e, const poet_graph *g
     poet_quant *q = calloc(1, sizeof *q);
     if (!q) return poet_fail(err, POET_ERR_NOMEM, "out of memory for the quantizer");
     q->e = e, q->dev = poet_engine_device(e), q->o = *o;
-    int classes;
-    poet_engine_batch_shape(e, &q->rows, &q->per, &classes);
-    if (!(st = find_layers(q, g, err)) && !(st = mask_quantized(q, err))) {
-        q->x = malloc(4 * (size_t)q->rows * q->per), q->y = malloc(4 * (size_t)q->rows);
-        if (!q->x || !q->y) st = poet_fail(err, POET_ERR_NOMEM, "out of memory for the quantizer");
-    }
+    if (!(st = find_layers(q, g, err))) st = mask_quantized(q, err);
     if (!st && o->method == POET_QUANT_ALQ)
         for (int k = 0; k < q->n_layers; k++)
             for (uint64_t gi = 0; gi < q->layers[k].n_groups; gi++) init_group(&q->layers[k], gi, q->layers[k].latent, o->init_terms);
@@ -446,39 +438,29 @@ void poet_quant_free(poet_quant *q)
         qlayer *l = &q->layers[k];
         free(l->latent), free(l->mw), free(l->terms), free(l->alpha), free(l->ma), free(l->codes);
     }
-    free(q->layers), free(q->train_mask), free(q->x), free(q->y), free(q->perm), free(q->scratch_f);
+    free(q->layers), free(q->train_mask), free(q->scratch_f);
     free(q->packed_terms), free(q->packed_bits), free(q->packed_alpha);
     free(q);
 }
 
 poet_status poet_quant_train(poet_quant *q, const poet_dataset *d, poet_err *err)
 {
-    if (d->n_train < q->rows)
-        return poet_fail(err, POET_ERR_INVALID, "quantize: %d training examples, a batch is %d", d->n_train, q->rows);
-    if (q->n_perm != d->n_train) {
-        free(q->perm);
-        if (!(q->perm = malloc(sizeof(int) * (size_t)d->n_train))) return poet_fail(err, POET_ERR_NOMEM, "out of memory");
-        q->n_perm = d->n_train;
-    }
+    rt_batches b;
+    poet_status st = rt_batches_init(&b, q->e, d, "quantize", err);
     uint64_t weights, start_bits = sign_bits(q, &weights);
-    int every = q->o.basis_every > 0 ? q->o.basis_every : 1 << 30;
-    for (int ep = 0; ep < q->o.epochs; ep++) {
+    q->basis_every = q->o.basis_every > 0 ? q->o.basis_every : 1 << 30;
+    for (int ep = 0; ep < q->o.epochs && !st; ep++) {
         /* epochs 1 to P prune (the moments need an epoch first), the rest fine-tune */
         if (q->o.method == POET_QUANT_ALQ && ep >= 1 && ep <= q->o.prune_epochs) {
             double share = (double)ep / q->o.prune_epochs, goal = q->o.target_bits * (double)weights;
-            poet_status st = prune_to(q, (uint64_t)((double)start_bits - share * ((double)start_bits - goal)), err);
-            if (st) return st;
+            st = prune_to(q, (uint64_t)((double)start_bits - share * ((double)start_bits - goal)), err);
         }
-        poet_train_order(q->o.seed, ep, d->n_train, q->perm);
-        for (int b = 0; b + q->rows <= d->n_train; b += q->rows) {
-            rt_gather_rows(q->x, q->y, q->rows, q->per, d->train_x, d->train_y, q->perm + b);
-            poet_status st = step(q, (q->step + 1) % every == 0, err);
-            if (st) return st;
-        }
+        if (!st) st = rt_batches_epoch(&b, q->o.seed, ep, step, q, err);
     }
-    if (q->o.method == POET_QUANT_ALQ && q->o.prune_epochs > 0)
-        return prune_to(q, (uint64_t)(q->o.target_bits * (double)weights), err);
-    return POET_OK;
+    rt_batches_free(&b);
+    if (!st && q->o.method == POET_QUANT_ALQ && q->o.prune_epochs > 0)
+        st = prune_to(q, (uint64_t)(q->o.target_bits * (double)weights), err);
+    return st;
 }
 
 bool poet_quant_layer(poet_quant *q, int k, poet_alq_layer *out)
