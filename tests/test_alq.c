@@ -292,6 +292,8 @@ static void test_trainers(const poet_dataset *d)
     CHECK(poet_quant_new(&q, r.e, &g, &bad, &err) == POET_ERR_INVALID && !q);
     bad = opts(POET_QUANT_ALQ, 1, 2), bad.init_terms = 7;
     CHECK(poet_quant_new(&q, r.e, &g, &bad, &err) == POET_ERR_INVALID && !q);
+    bad = opts(POET_QUANT_ALQ, 1, 2), bad.prune_epochs = 0; /* 3 terms to 1 bit with no pruning */
+    CHECK(poet_quant_new(&q, r.e, &g, &bad, &err) == POET_ERR_INVALID && !q && strstr(err.msg, "pruning epoch"));
     rig_free(&r);
     poet_graph_free(&g);
 }

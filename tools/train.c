@@ -324,7 +324,8 @@ static int compress(run *r, const parsed *q, bool json, cJSON **out)
         return st ? lib_error(&err) : 0;
     }
     poet_quant_options qo = q->quant_opt;
-    qo.epochs = q->compress_epochs, qo.prune_epochs = qo.method == POET_QUANT_ALQ ? q->compress_epochs / 3 : 0;
+    qo.epochs = q->compress_epochs;
+    qo.prune_epochs = qo.method != POET_QUANT_ALQ ? 0 : q->compress_epochs >= 3 ? q->compress_epochs / 3 : 1;
     qo.seed = q->v.seed;
     poet_quant *t;
     if (poet_quant_new(&t, r->e, r->s.g, &qo, &err)) return lib_error(&err);

@@ -67,6 +67,9 @@ static poet_status check_options(const poet_quant_options *o, poet_err *err)
                          o->target_bits, most);
     if (o->epochs < 0 || o->prune_epochs < 0 || o->prune_epochs > o->epochs)
         return poet_fail(err, POET_ERR_INVALID, "quantize: %d pruning epochs of %d", o->prune_epochs, o->epochs);
+    if (o->method == POET_QUANT_ALQ && o->target_bits < o->init_terms && o->prune_epochs < 1)
+        return poet_fail(err, POET_ERR_INVALID, "quantize: ALQ needs a pruning epoch to go from %u terms to %g bits",
+                         o->init_terms, o->target_bits);
     if (!(o->lr > 0)) return poet_fail(err, POET_ERR_INVALID, "quantize: learning rate must be positive");
     return POET_OK;
 }
