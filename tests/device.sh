@@ -157,6 +157,13 @@ if [ -s "$tmp/upd/round-03.patch" ]; then
         "rc=$rc $(head -c 300 "$tmp/patch.out")"
 fi
 
+# relu bit masks (--train ...+relu-masks) on the device: the host's bits
+"$poet" emulate --model cnn_digits --data digits --batch 8 --seed 7 --time-limit 3 --budget 60% --runtime-factor 1.2 \
+    --steps 3 --train biases+relu-masks --json >"$tmp/masks.json" 2>"$tmp/masks.err"
+check "training with relu masks on the device equals the host's bit for bit" \
+    "$([ -s "$tmp/masks.json" ] && [ "$(field "$tmp/masks.json" bit_identical)" = true ] && echo 0 || echo 1)" \
+    "$(head -c 300 "$tmp/masks.err")"
+
 # p-Meta-style adaptation on the device: a learning rate per tensor and, at
 # the second step, only the half of two convolutions' rows with the largest
 # gradient train from then on; the host's bits, and not those of plain training

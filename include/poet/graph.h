@@ -52,6 +52,7 @@ typedef enum poet_op {
     POET_OP_RESHAPE,      /* the same elements in another shape */
     POET_OP_CONCAT,
     POET_OP_SLICE,        /* [start, end) of one axis */
+    POET_OP_RELU_MASK,    /* the sign bits of a relu's output, 32 a word: what its backward reads instead */
     POET_OP_COUNT
 } poet_op;
 
@@ -76,7 +77,8 @@ enum {
     POET_ATTR_GELU_ERF = 128,     /* gelu: exact, x Phi(x), rather than the tanh approximation */
     POET_ATTR_FREEZE_WEIGHTS = 256, /* the weights (conv, linear), gamma (norms) or parameter operand do not train */
     POET_ATTR_FREEZE_BIAS = 512,    /* the bias (conv, linear) or beta (norms) does not train */
-    POET_ATTR_BN_EVAL = 1024        /* batchnorm2d: normalizes with its running statistics, in training too */
+    POET_ATTR_BN_EVAL = 1024,       /* batchnorm2d: normalizes with its running statistics, in training too */
+    POET_ATTR_RELU_MASKED = 2048    /* relu: the next node is its bit mask, which its backward reads */
 };
 
 /* Every field is 4 bytes, so the struct has one layout everywhere (the

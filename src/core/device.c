@@ -92,7 +92,7 @@ uint32_t image_reads_of(const poet_node *fwd, int wrt)
 {
     unsigned m = op_reads(fwd, wrt);
     return (op_get(fwd->op)->seeds_grad ? 0u : KR_DY) | (m & READ_IN0 ? KR_IN0 : 0u) | (m & READ_IN1 ? KR_IN1 : 0u) |
-           (m & READ_OUT ? KR_OUT : 0u);
+           (m & READ_OUT ? KR_OUT : 0u) | (m & READ_MASK ? KR_MASK : 0u);
 }
 
 static bool grad_shapes_ok(const knode *nodes, const knode *n, int v)
@@ -115,8 +115,9 @@ static bool grad_shapes_ok(const knode *nodes, const knode *n, int v)
     fv.n_inputs = f->n_inputs;
     if (n->reads != image_reads_of(&fv, n->wrt)) return false;
     int k = 0;
-    const int32_t want[4] = {-2, f->inputs[0], f->n_inputs > 1 ? f->inputs[1] : -3, n->fwd};
-    for (int b = 0; b < 4; b++) {
+    const int32_t want[5] = {-2, f->inputs[0], f->n_inputs > 1 ? f->inputs[1] : -3, n->fwd, n->fwd + 1};
+    if ((n->reads & KR_MASK) && (f->op != POET_OP_RELU || nodes[n->fwd + 1].op != POET_OP_RELU_MASK)) return false;
+    for (int b = 0; b < 5; b++) {
         if (!(n->reads & (1u << b))) continue;
         if (k >= n->n_inputs) return false;
         int in = n->inputs[k++];

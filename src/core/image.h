@@ -19,8 +19,9 @@
 #define POET_IMAGE_ALIGN 8u         /* every section starts at a multiple */
 
 /* What a grad node's inputs are, in this order: the incoming gradient,
- * the forward node's inputs 0 and 1, its output. */
-enum { KR_DY = 1, KR_IN0 = 2, KR_IN1 = 4, KR_OUT = 8 };
+ * the forward node's inputs 0 and 1, its output, the node after it (a
+ * relu's bit mask). */
+enum { KR_DY = 1, KR_IN0 = 2, KR_IN1 = 4, KR_OUT = 8, KR_MASK = 16 };
 
 /* The KR_* mask of the gradient of fwd's input wrt (-1: its parameters),
  * from the op registry: what the image writer records and the device checks. */

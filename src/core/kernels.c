@@ -33,6 +33,7 @@ static idx last_dim(const knode *n) { return n->dim[n->ndim - 1]; }
 /* What a grad node's inputs are. */
 typedef struct grad_reads {
     const float *dy, *x0, *x1, *y;
+    const float *mask; /* a relu's bits, 32 a float's storage */
 } grad_reads;
 
 static grad_reads reads_of(const kernel_ctx *c)
@@ -44,6 +45,7 @@ static grad_reads reads_of(const kernel_ctx *c)
     if (m & KR_IN0) r.x0 = c->in[k++];
     if (m & KR_IN1) r.x1 = c->in[k++];
     if (m & KR_OUT) r.y = c->in[k++];
+    if (m & KR_MASK) r.mask = c->in[k++];
     return r;
 }
 
@@ -724,11 +726,33 @@ static void unary_run_forward(const kernel_ctx *c)
     for (idx i = 0; i < total; i++) c->out[i] = unary_forward(c->n, c->in[0][i]);
 }
 
+static uint32_t mask_word(const float *words, idx w)
+{
+    uint32_t bits;
+    memcpy(&bits, words + w, sizeof bits);
+    return bits;
+}
+
+static void relu_mask_forward(const kernel_ctx *c)
+{
+    const float *y = c->in[0];
+    idx total = numel(node_in(c, 0));
+    for (idx w = 0; w * 32 < total; w++) {
+        uint32_t bits = 0;
+        for (idx i = w * 32; i < total && i < w * 32 + 32; i++) bits |= (uint32_t)(y[i] > 0) << (i % 32);
+        memcpy(c->out + w, &bits, sizeof bits);
+    }
+}
+
 static void unary_run_backward(const kernel_ctx *c)
 {
     grad_reads g = reads_of(c);
     const knode *f = fwd_of(c);
     idx total = numel(c->n);
+    if (g.mask) { /* a masked relu: dy where the bit is set */
+        for (idx i = 0; i < total; i++) c->out[i] = mask_word(g.mask, i / 32) >> (i % 32) & 1 ? g.dy[i] : 0.0f;
+        return;
+    }
     for (idx i = 0; i < total; i++) c->out[i] = unary_backward(f, g.dy[i], g.x0 ? g.x0[i] : 0.0f, g.y ? g.y[i] : 0.0f);
 }
 
@@ -1278,6 +1302,7 @@ static const struct {
     [POET_OP_CONCAT] = {concat_forward, concat_backward},
     [POET_OP_SLICE] = {slice_forward, slice_backward},
     [POET_OP_RELU] = {unary_run_forward, unary_run_backward},
+    [POET_OP_RELU_MASK] = {relu_mask_forward, NULL},
     [POET_OP_GELU] = {unary_run_forward, unary_run_backward},
     [POET_OP_SIGMOID] = {unary_run_forward, unary_run_backward},
     [POET_OP_TANH] = {unary_run_forward, unary_run_backward},

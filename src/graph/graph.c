@@ -188,6 +188,7 @@ static int emit_grad(poet_graph *g, int f, int wrt, int dy)
     if (reads & READ_IN0) n->inputs[n->n_inputs++] = fw->inputs[0];
     if (reads & READ_IN1) n->inputs[n->n_inputs++] = fw->inputs[1];
     if (reads & READ_OUT) n->inputs[n->n_inputs++] = f;
+    if (reads & READ_MASK) n->inputs[n->n_inputs++] = f + 1;
     if (wrt >= 0) {
         n->shape = g->nodes[fw->inputs[wrt]].shape;
     } else {

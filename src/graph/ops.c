@@ -192,6 +192,22 @@ static poet_status infer_unary(const poet_graph *g, poet_node *n, double per_ele
         return infer_unary(g, n, per_elem);                                        \
     }
 UNARY(relu, 1.0)
+
+/* One bit a relu output (set where it is positive), in 32-bit words. */
+static poet_status infer_relu_mask(const poet_graph *g, poet_node *n, poet_err *err)
+{
+    const poet_node *x = in(g, n, 0);
+    if (x->op != POET_OP_RELU) return poet_fail(err, POET_ERR_INVALID, "relu_mask reads a relu, not %s", poet_op_name(x->op));
+    n->shape = (poet_shape){1, {(int64_t)((poet_shape_numel(&x->shape) + 31) / 32)}};
+    n->flops = numel_d(&x->shape);
+    return POET_OK;
+}
+
+static unsigned relu_reads(const poet_node *n, int wrt)
+{
+    (void)wrt;
+    return n->attrs.flags & POET_ATTR_RELU_MASKED ? READ_MASK : READ_OUT;
+}
 UNARY(gelu, 8.0)       /* tanh or erf, and a few products */
 UNARY(sigmoid, 4.0)    /* exp, add, divide, negate */
 UNARY(tanh, 4.0)
@@ -486,7 +502,8 @@ static const op_def OPS[POET_OP_COUNT] = {
     /* dX = W^T dY needs no X; dW does */
     [POET_OP_CONV2D] = {"conv2d", 1, 1, infer_conv2d, GRAD_FUSED, {0, 0, READ_IN0}, false, NULL, NULL},
     [POET_OP_BATCHNORM2D] = {"batchnorm2d", 1, 1, infer_batchnorm2d, GRAD_FUSED, {READ_IN0, 0}, false, NULL, batchnorm_reads},
-    [POET_OP_RELU] = {"relu", 1, 1, infer_relu, GRAD_PER_INPUT, {READ_OUT, 0}, false, NULL, NULL},
+    [POET_OP_RELU] = {"relu", 1, 1, infer_relu, GRAD_PER_INPUT, {READ_OUT, 0}, false, NULL, relu_reads},
+    [POET_OP_RELU_MASK] = {"relu_mask", 1, 1, infer_relu_mask, GRAD_NONE, {0, 0}, false, NULL, NULL},
     [POET_OP_MAXPOOL2D] = {"maxpool2d", 1, 1, infer_pool, GRAD_PER_INPUT, {READ_IN0, 0}, false, NULL, NULL},
     [POET_OP_AVGPOOL2D] = {"avgpool2d", 1, 1, infer_pool, GRAD_PER_INPUT, {0, 0}, false, NULL, NULL},
     [POET_OP_GLOBAL_AVGPOOL] = {"global_avgpool", 1, 1, infer_global_avgpool, GRAD_PER_INPUT, {0, 0}, false, NULL, NULL},

@@ -13,7 +13,7 @@ typedef enum grad_rule {
 } grad_rule;
 
 /* What a backward node reads besides the output gradient. */
-enum { READ_IN0 = 1, READ_IN1 = 2, READ_OUT = 4 };
+enum { READ_IN0 = 1, READ_IN1 = 2, READ_OUT = 4, READ_MASK = 8 }; /* READ_MASK: the node after the forward node */
 
 typedef struct op_def {
     const char *name;

@@ -2,6 +2,7 @@
 #include "ops.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,7 +10,7 @@
 
 enum { FREEZE_ALL = POET_ATTR_FREEZE_WEIGHTS | POET_ATTR_FREEZE_BIAS, SPEC_FLAGS = FREEZE_ALL | POET_ATTR_BN_EVAL };
 
-static const char FROZEN_BN[] = "+frozen-bn";
+static const char FROZEN_BN[] = "+frozen-bn", RELU_MASKS[] = "+relu-masks";
 
 /* "all", "weights", "bias" or "none": the flags that freeze the rest. */
 static int freeze_of(const char *word)
@@ -101,7 +102,7 @@ static poet_status parse_spec(const poet_graph *g, const char *spec, int *freeze
     }
     return poet_fail(err, POET_ERR_INVALID,
                      "--train: expected all, biases, last:N (N >= 1) or mask:FILE, each optionally followed by "
-                     "+frozen-bn, got '%s'", spec);
+                     "+frozen-bn and +relu-masks, got '%s'", spec);
 }
 
 static void apply(poet_graph *g, const int *flags)
@@ -109,22 +110,129 @@ static void apply(poet_graph *g, const int *flags)
     for (int v = 0; v < g->n_forward; v++) g->nodes[v].attrs.flags = (g->nodes[v].attrs.flags & ~SPEC_FLAGS) | flags[v];
 }
 
-/* The spec without its "+frozen-bn", and whether it had one. */
-static char *base_of(const char *spec, bool *frozen_bn)
+/* Whether spec ends with suffix; if so it is cut off. */
+static bool cut_suffix(char *spec, const char *suffix)
 {
-    size_t n = strlen(spec), k = sizeof FROZEN_BN - 1;
-    *frozen_bn = n >= k && strcmp(spec + n - k, FROZEN_BN) == 0;
-    char *base = malloc(n + 1);
-    if (base) memcpy(base, spec, n + 1), base[*frozen_bn ? n - k : n] = 0;
+    size_t n = strlen(spec), k = strlen(suffix);
+    if (n < k || strcmp(spec + n - k, suffix) != 0) return false;
+    spec[n - k] = 0;
+    return true;
+}
+
+/* The spec without its "+frozen-bn" and "+relu-masks" (in either order). */
+static char *base_of(const char *spec, bool *frozen_bn, bool *relu_masks)
+{
+    char *base = malloc(strlen(spec) + 1);
+    *frozen_bn = *relu_masks = false;
+    if (!base) return NULL;
+    strcpy(base, spec);
+    for (bool more = true; more;) {
+        bool f = cut_suffix(base, FROZEN_BN), r = cut_suffix(base, RELU_MASKS);
+        *frozen_bn |= f, *relu_masks |= r, more = f || r;
+    }
     return base;
+}
+
+/* ---- relu masks ---- */
+
+static bool same_node(const poet_node *a, const poet_node *b)
+{
+    return a->bytes == b->bytes && a->flops == b->flops && a->params == b->params && a->buffers == b->buffers;
+}
+
+/* The forward pass again, without relu masks, then with one after each
+ * relu that mask_after[] names (old indices, or NULL): indices shift and
+ * inputs follow; the backward pass is dropped. Every node is inferred
+ * again and must come out as it was; g is unchanged on failure. */
+static poet_status rebuild_forward(poet_graph *g, const bool *mask_after, poet_err *err)
+{
+    int F = g->n_forward, *map = malloc((size_t)F * sizeof *map);
+    poet_graph h;
+    if (!map) return poet_fail(err, POET_ERR_NOMEM, "out of memory placing relu masks");
+    poet_status st = poet_graph_init(&h, g->model, g->batch, err);
+    for (int v = 0; v < F && !st; v++) {
+        const poet_node *n = &g->nodes[v];
+        map[v] = -1;
+        if (n->op == POET_OP_RELU_MASK) continue; /* only relu backward reads one */
+        int ins[POET_MAX_INPUTS];
+        for (int j = 0; j < n->n_inputs; j++) ins[j] = map[n->inputs[j]];
+        poet_attrs a = n->attrs;
+        a.flags = (a.flags & ~POET_ATTR_RELU_MASKED) | (mask_after && mask_after[v] ? POET_ATTR_RELU_MASKED : 0);
+        map[v] = poet_graph_add(&h, n->op, ins, n->n_inputs, &a, n->name);
+        if (map[v] >= 0 && !same_node(&h.nodes[map[v]], n))
+            st = poet_fail(err, POET_ERR_UNSUPPORTED, "+relu-masks: node %s cannot be built again as it is", n->name);
+        char name[POET_NAME_BYTES];
+        snprintf(name, sizeof name, "%.*s.mask", POET_NAME_BYTES - 6, n->name);
+        if (!st && mask_after && mask_after[v]) poet_graph_add(&h, POET_OP_RELU_MASK, &map[v], 1, NULL, name);
+        if (!st && h.err.status) st = poet_fail(err, h.err.status, "%s", h.err.msg);
+    }
+    free(map);
+    if (st) {
+        poet_graph_free(&h);
+        return st;
+    }
+    free(g->nodes);
+    g->nodes = h.nodes, g->cap = h.cap, g->n_nodes = h.n_nodes, g->n_forward = h.n_forward, g->loss = -1;
+    return POET_OK;
+}
+
+static bool has_masks(const poet_graph *g)
+{
+    for (int v = 0; v < g->n_forward; v++)
+        if (g->nodes[v].op == POET_OP_RELU_MASK) return true;
+    return false;
+}
+
+/* The relus whose output the backward pass reads only for their own
+ * gradient: a mask of 1 bit an element serves it instead. */
+static int maskable_relus(const poet_graph *g, bool *mask_after)
+{
+    int F = g->n_forward, count = 0;
+    bool *elsewhere = calloc((size_t)F, sizeof *elsewhere);
+    if (!elsewhere) return -1;
+    for (int v = 0; v < F; v++) mask_after[v] = false;
+    for (int b = F; b < g->n_nodes; b++) {
+        const poet_node *n = &g->nodes[b];
+        for (int j = 0; j < n->n_inputs; j++) {
+            int i = n->inputs[j];
+            if (i >= F || g->nodes[i].op != POET_OP_RELU) continue;
+            if (n->op == POET_OP_GRAD && n->fwd == i) mask_after[i] = true;
+            else elsewhere[i] = true;
+        }
+    }
+    for (int v = 0; v < F; v++) count += mask_after[v] = mask_after[v] && !elsewhere[v];
+    free(elsewhere);
+    return count;
+}
+
+/* With the flags applied: the backward pass, with relu masks where they
+ * are smaller (relu_masks) and none otherwise. */
+static poet_status derive(poet_graph *g, bool relu_masks, poet_err *err)
+{
+    g->n_nodes = g->n_forward, g->loss = -1;
+    poet_status st = has_masks(g) ? rebuild_forward(g, NULL, err) : POET_OK;
+    if (!st) st = poet_graph_autodiff(g, g->n_forward - 1, err);
+    if (st || !relu_masks) return st;
+    bool *mask_after = malloc((size_t)g->n_forward * sizeof *mask_after);
+    int n = mask_after ? maskable_relus(g, mask_after) : -1;
+    if (n < 0) st = poet_fail(err, POET_ERR_NOMEM, "out of memory placing relu masks");
+    if (n > 0) {
+        g->n_nodes = g->n_forward, g->loss = -1;
+        st = rebuild_forward(g, mask_after, err);
+        poet_err again = {0};
+        poet_status st2 = poet_graph_autodiff(g, g->n_forward - 1, st ? &again : err);
+        if (!st) st = st2;
+    }
+    free(mask_after);
+    return st;
 }
 
 poet_status poet_graph_set_trainable(poet_graph *g, const char *spec, poet_err *err)
 {
     if (g->loss < 0) return poet_fail(err, POET_ERR_INVALID, "graph '%s' has no backward pass to choose for", g->model);
-    bool frozen_bn = false;
+    bool frozen_bn = false, relu_masks = false;
     spec = spec ? spec : "all";
-    char *base = base_of(spec, &frozen_bn);
+    char *base = base_of(spec, &frozen_bn, &relu_masks);
     int F = g->n_forward, *freeze = malloc((size_t)F * sizeof *freeze), *was = malloc((size_t)F * sizeof *was);
     poet_status st = freeze && was && base ? parse_spec(g, base, freeze, err)
                                            : poet_fail(err, POET_ERR_NOMEM, "out of memory choosing what trains");
@@ -140,12 +248,10 @@ poet_status poet_graph_set_trainable(poet_graph *g, const char *spec, poet_err *
     if (!st && !trains) st = poet_fail(err, POET_ERR_INVALID, "--train %s: no parameter of '%s' would train", spec, g->model);
     if (!st) {
         apply(g, freeze);
-        g->n_nodes = F, g->loss = -1;
-        if ((st = poet_graph_autodiff(g, F - 1, err))) { /* only out of memory; the old pass comes back */
-            apply(g, was);
-            g->n_nodes = F, g->loss = -1;
+        if ((st = derive(g, relu_masks, err))) { /* out of memory, or a graph not built by poet_graph_add */
+            if (g->n_forward == F) apply(g, was);
             poet_err ignored = {0};
-            poet_graph_autodiff(g, F - 1, &ignored);
+            if (g->loss < 0) derive(g, false, &ignored);
         }
     }
     free(freeze);
