@@ -358,7 +358,7 @@ static void test_relu_masks(const char *spec)
     rig p, k, m;
     rig_start(&p, &plain, "keep-all", 0, NULL, poet_optimizer_default(POET_OPT_ADAM), 4);
     rig_start(&k, &masked, "keep-all", 0, NULL, poet_optimizer_default(POET_OPT_ADAM), 4);
-    rig_start(&m, &masked, "fast", 0.3, NULL, poet_optimizer_default(POET_OPT_ADAM), 4);
+    rig_start(&m, &masked, "hybrid", 0.3, NULL, poet_optimizer_default(POET_OPT_ADAM), 4);
     CHECK(p.ok && k.ok && m.ok);
     CHECK_MSG(k.p.keep_all_peak_bytes < p.p.keep_all_peak_bytes, "--train %s: keep-all peak %llu, without masks %llu",
               masked_spec, (unsigned long long)k.p.keep_all_peak_bytes, (unsigned long long)p.p.keep_all_peak_bytes);
