@@ -14,8 +14,8 @@ import subprocess
 import tempfile
 import sys
 
-SPECS = ["all", "all+frozen-bn", "all+relu-masks", "biases", "biases+relu-masks", "biases+frozen-bn",
-         "biases+frozen-bn+relu-masks", "last:1", "last:3", "last:3+frozen-bn"]
+SPECS = ["all", "all+frozen-bn", "all+masks", "biases", "biases+masks", "biases+frozen-bn",
+         "biases+frozen-bn+masks", "last:1", "last:3", "last:3+frozen-bn"]
 
 
 def run(args):

@@ -400,14 +400,14 @@ if [ "$(sha_of "$tmp/out")" != "$(sha_of "$tmp/mask.json")" ]; then passed=$((pa
     failed=$((failed + 1))
     echo "FAIL: biases and last:1 train the same weights"
 fi
-ok "graph --train biases+relu-masks" "$poet" graph --model cnn_digits --device m4 --train biases+relu-masks --json
+ok "graph --train biases+masks" "$poet" graph --model cnn_digits --device m4 --train biases+masks --json
 cp "$tmp/out" "$tmp/masks.json"
 ok "graph --train biases" "$poet" graph --model cnn_digits --device m4 --train biases --json
 if [ "$(num keep_all_peak_bytes "$tmp/masks.json")" -lt "$(num keep_all_peak_bytes "$tmp/out")" ]; then
     passed=$((passed + 1))
 else
     failed=$((failed + 1))
-    echo "FAIL: +relu-masks does not lower the keep-all peak of --train biases"
+    echo "FAIL: +masks does not lower the keep-all peak of --train biases"
 fi
 refuse "train: bad spec" "expected all, biases, last:N" "$poet" train --model mlp_digits --device m4 --budget 100% \
     --train most

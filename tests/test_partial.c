@@ -329,31 +329,42 @@ static void test_rates_and_attention(void)
     poet_graph_free(&g);
 }
 
-/* +relu-masks: relus whose output only their own backward reads keep a
- * bit mask instead; the keep-all peak falls, and from the same initial
- * weights training gives the same weights bit for bit, under keep-all and
- * under a schedule that recomputes and pages. */
-static void test_relu_masks(const char *spec)
+/* +masks: relus keep a bit mask and max pools their argmax indices where
+ * that frees what their backward read; the keep-all peak falls, and from
+ * the same initial weights training gives the same weights bit for bit,
+ * under keep-all and under a schedule that recomputes and pages. */
+static void test_relu_masks(const char *spec, bool reaches_pool)
 {
     char masked_spec[64];
-    snprintf(masked_spec, sizeof masked_spec, "%s+relu-masks", spec);
+    snprintf(masked_spec, sizeof masked_spec, "%s+masks", spec);
     poet_graph plain, masked;
     if (!build("cnn_digits", spec, &plain) || !build("cnn_digits", masked_spec, &masked)) {
         CHECK(false);
         return;
     }
-    int masks = 0;
-    for (int v = 0; v < masked.n_forward; v++)
-        if (masked.nodes[v].op == POET_OP_RELU_MASK) {
+    int masks = 0, indices = 0;
+    for (int v = 0; v < masked.n_forward; v++) {
+        const poet_node *n = &masked.nodes[v], *before = &masked.nodes[v - 1];
+        if (n->op == POET_OP_RELU_MASK) {
             masks++;
-            CHECK(masked.nodes[v - 1].op == POET_OP_RELU && (masked.nodes[v - 1].attrs.flags & POET_ATTR_RELU_MASKED));
-            CHECK(masked.nodes[v].bytes * 32 >= masked.nodes[v - 1].bytes && masked.nodes[v].bytes * 28 < masked.nodes[v - 1].bytes);
+            CHECK(before->op == POET_OP_RELU && (before->attrs.flags & POET_ATTR_RELU_MASKED));
+            CHECK(n->bytes * 32 >= before->bytes && n->bytes * 28 < before->bytes); /* a bit an element */
         }
-    CHECK_MSG(masks > 0, "--train %s: no relu got a mask", masked_spec);
-    for (int b = masked.n_forward; b < masked.n_nodes; b++) /* no backward node reads a masked relu's output */
+        if (n->op == POET_OP_POOL_INDEX) {
+            indices++;
+            CHECK(before->op == POET_OP_MAXPOOL2D && (before->attrs.flags & POET_ATTR_POOL_INDEXED));
+            CHECK(n->bytes * 4 >= before->bytes && n->bytes * 3 < before->bytes); /* a byte an output */
+        }
+    }
+    CHECK_MSG(masks > 0 && (indices > 0) == reaches_pool, "--train %s: %d relu masks, %d pool indices", masked_spec,
+              masks, indices);
+    for (int b = masked.n_forward; b < masked.n_nodes; b++) /* nothing reads what a mask or an index replaced */
         for (int j = 0; j < masked.nodes[b].n_inputs; j++) {
             int i = masked.nodes[b].inputs[j];
             CHECK(!(masked.nodes[i].op == POET_OP_RELU && (masked.nodes[i].attrs.flags & POET_ATTR_RELU_MASKED)));
+            for (int v = 0; v < masked.n_forward; v++)
+                if (masked.nodes[v].op == POET_OP_MAXPOOL2D && (masked.nodes[v].attrs.flags & POET_ATTR_POOL_INDEXED))
+                    CHECK(masked.nodes[v].inputs[0] != i);
         }
     rig p, k, m;
     rig_start(&p, &plain, "keep-all", 0, NULL, poet_optimizer_default(POET_OPT_ADAM), 4);
@@ -390,8 +401,8 @@ static void test_relu_masks(const char *spec)
 
 int main(void)
 {
-    test_relu_masks("biases");
-    test_relu_masks("last:3+frozen-bn");
+    test_relu_masks("biases", true);
+    test_relu_masks("last:3+frozen-bn", false); /* the backward pass stops above the pool */
     test_rates_and_attention();
     test_graph_follows();
     test_specs_refused();

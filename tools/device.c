@@ -65,7 +65,7 @@ static const char EXPORT_HELP[] =
     "offsets, the initial weights (from --seed) and the memory it takes. One\n"
     "firmware trains any image (include/poet/device.h, examples/firmware/).\n"
     "  --train SPEC  what trains: all, biases, last:N or mask:FILE, then\n"
-    "                +frozen-bn, +relu-masks (docs/partial.md)\n"
+    "                +frozen-bn, +masks (docs/partial.md)\n"
     "  --chunk N     the kernels' scratch holds im2col chunks of N output positions\n"
     "                (default 16; 1 is the least memory, 0 whole images, the fastest)\n";
 
@@ -171,7 +171,7 @@ static const char EMULATE_HELP[] =
     "A model that does not fit the board is refused before QEMU starts.\n"
     "  --steps N       training steps (default 5)\n"
     "  --train SPEC    what trains: all, biases, last:N or mask:FILE, then\n"
-    "                +frozen-bn, +relu-masks (docs/partial.md)\n"
+    "                +frozen-bn, +masks (docs/partial.md)\n"
     "  --keep DIR      keep the image, data, storage and weights files there\n"
     "  --memory BYTES  hand the device library only this much of the pool\n"
     "  --fail-write N  the SD card's Nth write fails (fault injection); --fail-read too\n"

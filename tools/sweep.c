@@ -24,7 +24,7 @@ static const char SWEEP_HELP[] =
     "remat-dtr,paging,hybrid.\n"
     "  --points N        2 to 100 (default 8)\n"
     "  --train SPEC      what trains: all (default), biases, last:N or mask:FILE\n"
-    "                    (+frozen-bn, +relu-masks)\n"
+    "                    (+frozen-bn, +masks)\n"
     "  --time-limit S    per point for fast and milp, default 10 s\n";
 
 enum { MAX_SERIES = 16, MAX_FACTORS = 8 };

@@ -25,7 +25,7 @@ static const char TRAIN_HELP[] =
     "data inside an arena of the planned size, paging to a storage file and\n"
     "recomputing as the schedule says. Models: poet models (trainable ones).\n"
     "  --train SPEC        what trains: all (default), biases, last:N or mask:FILE\n"
-    "                    (+frozen-bn, +relu-masks)\n"
+    "                    (+frozen-bn, +masks)\n"
     "                      (docs/partial.md); frozen tensors keep their weights\n"
     "  --budget            as poet plan reads it (ram: the device's RAM less the\n"
     "                      weights, gradients and optimizer state)\n"

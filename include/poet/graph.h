@@ -53,6 +53,7 @@ typedef enum poet_op {
     POET_OP_CONCAT,
     POET_OP_SLICE,        /* [start, end) of one axis */
     POET_OP_RELU_MASK,    /* the sign bits of a relu's output, 32 a word: what its backward reads instead */
+    POET_OP_POOL_INDEX,   /* per max-pool output, its window's argmax, 4 bytes a word: what its backward reads */
     POET_OP_COUNT
 } poet_op;
 
@@ -78,7 +79,8 @@ enum {
     POET_ATTR_FREEZE_WEIGHTS = 256, /* the weights (conv, linear), gamma (norms) or parameter operand do not train */
     POET_ATTR_FREEZE_BIAS = 512,    /* the bias (conv, linear) or beta (norms) does not train */
     POET_ATTR_BN_EVAL = 1024,       /* batchnorm2d: normalizes with its running statistics, in training too */
-    POET_ATTR_RELU_MASKED = 2048    /* relu: the next node is its bit mask, which its backward reads */
+    POET_ATTR_RELU_MASKED = 2048,   /* relu: the next node is its bit mask, which its backward reads */
+    POET_ATTR_POOL_INDEXED = 4096   /* maxpool2d: the next node holds its argmax indices, which its backward reads */
 };
 
 /* Every field is 4 bytes, so the struct has one layout everywhere (the

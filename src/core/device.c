@@ -116,7 +116,9 @@ static bool grad_shapes_ok(const knode *nodes, const knode *n, int v)
     if (n->reads != image_reads_of(&fv, n->wrt)) return false;
     int k = 0;
     const int32_t want[5] = {-2, f->inputs[0], f->n_inputs > 1 ? f->inputs[1] : -3, n->fwd, n->fwd + 1};
-    if ((n->reads & KR_MASK) && (f->op != POET_OP_RELU || nodes[n->fwd + 1].op != POET_OP_RELU_MASK)) return false;
+    if ((n->reads & KR_MASK) && !((f->op == POET_OP_RELU && nodes[n->fwd + 1].op == POET_OP_RELU_MASK) ||
+                                  (f->op == POET_OP_MAXPOOL2D && nodes[n->fwd + 1].op == POET_OP_POOL_INDEX)))
+        return false;
     for (int b = 0; b < 5; b++) {
         if (!(n->reads & (1u << b))) continue;
         if (k >= n->n_inputs) return false;

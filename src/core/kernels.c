@@ -622,10 +622,28 @@ static void pool_forward(const kernel_ctx *c, bool max)
     }
 }
 
+/* The argmax of each max-pool output as a byte: its place in the window
+ * (row within it x KW + column), found as the forward pass finds it. */
+static void pool_index_forward(const kernel_ctx *c)
+{
+    pool_dims d = pool_dims_of(node_in(c, 1), node_in(c, 0));
+    uint8_t *out = (uint8_t *)c->out;
+    for (idx p = 0; p < d.N * d.C; p++) {
+        const float *plane = c->in[0] + p * d.H * d.W;
+        for (idx oh = 0; oh < d.OH; oh++)
+            for (idx ow = 0; ow < d.OW; ow++) {
+                window w = window_at(d, oh, ow);
+                idx best = window_argmax(plane, d, w), h = best / d.W, x = best % d.W;
+                out[(p * d.OH + oh) * d.OW + ow] = (uint8_t)((h - w.h0) * d.KW + (x - w.w0));
+            }
+    }
+}
+
 static void pool_backward(const kernel_ctx *c, bool max)
 {
     grad_reads g = reads_of(c);
     pool_dims d = pool_dims_of(fwd_of(c), fwd_in(c, 0));
+    const uint8_t *index = (const uint8_t *)g.mask;
     memset(c->out, 0, (size_t)(d.N * d.C * d.H * d.W) * sizeof(float));
     for (idx p = 0; p < d.N * d.C; p++) {
         float *dx = c->out + p * d.H * d.W;
@@ -634,6 +652,11 @@ static void pool_backward(const kernel_ctx *c, bool max)
             for (idx ow = 0; ow < d.OW; ow++) {
                 window w = window_at(d, oh, ow);
                 float gy = dy[oh * d.OW + ow];
+                if (max && index) {
+                    idx k = index[(p * d.OH + oh) * d.OW + ow];
+                    dx[(w.h0 + k / d.KW) * d.W + w.w0 + k % d.KW] += gy;
+                    continue;
+                }
                 if (max) {
                     dx[window_argmax(g.x0 + p * d.H * d.W, d, w)] += gy;
                     continue;
@@ -1303,6 +1326,7 @@ static const struct {
     [POET_OP_SLICE] = {slice_forward, slice_backward},
     [POET_OP_RELU] = {unary_run_forward, unary_run_backward},
     [POET_OP_RELU_MASK] = {relu_mask_forward, NULL},
+    [POET_OP_POOL_INDEX] = {pool_index_forward, NULL},
     [POET_OP_GELU] = {unary_run_forward, unary_run_backward},
     [POET_OP_SIGMOID] = {unary_run_forward, unary_run_backward},
     [POET_OP_TANH] = {unary_run_forward, unary_run_backward},

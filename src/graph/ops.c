@@ -208,6 +208,29 @@ static unsigned relu_reads(const poet_node *n, int wrt)
     (void)wrt;
     return n->attrs.flags & POET_ATTR_RELU_MASKED ? READ_MASK : READ_OUT;
 }
+
+/* A byte per max-pool output: where in its window the maximum lies. It
+ * reads the pool's input and the pool (for its shape), and has the pool's
+ * window attributes. */
+static poet_status infer_pool_index(const poet_graph *g, poet_node *n, poet_err *err)
+{
+    const poet_node *pool = in(g, n, 1);
+    if (pool->op != POET_OP_MAXPOOL2D || pool->attrs.kh != n->attrs.kh || pool->attrs.kw != n->attrs.kw ||
+        pool->attrs.sh != n->attrs.sh || pool->attrs.sw != n->attrs.sw)
+        return poet_fail(err, POET_ERR_INVALID, "pool_index reads a max pool with its window");
+    if (n->attrs.kh * n->attrs.kw > 256)
+        return poet_fail(err, POET_ERR_UNSUPPORTED, "pool_index: a %d x %d window has more than 256 places",
+                         (int)n->attrs.kh, (int)n->attrs.kw);
+    n->shape = (poet_shape){1, {(int64_t)((poet_shape_numel(&pool->shape) + 3) / 4)}};
+    n->flops = numel_d(&pool->shape) * n->attrs.kh * n->attrs.kw;
+    return POET_OK;
+}
+
+static unsigned maxpool_reads(const poet_node *n, int wrt)
+{
+    (void)wrt;
+    return n->attrs.flags & POET_ATTR_POOL_INDEXED ? READ_MASK : READ_IN0;
+}
 UNARY(gelu, 8.0)       /* tanh or erf, and a few products */
 UNARY(sigmoid, 4.0)    /* exp, add, divide, negate */
 UNARY(tanh, 4.0)
@@ -504,7 +527,8 @@ static const op_def OPS[POET_OP_COUNT] = {
     [POET_OP_BATCHNORM2D] = {"batchnorm2d", 1, 1, infer_batchnorm2d, GRAD_FUSED, {READ_IN0, 0}, false, NULL, batchnorm_reads},
     [POET_OP_RELU] = {"relu", 1, 1, infer_relu, GRAD_PER_INPUT, {READ_OUT, 0}, false, NULL, relu_reads},
     [POET_OP_RELU_MASK] = {"relu_mask", 1, 1, infer_relu_mask, GRAD_NONE, {0, 0}, false, NULL, NULL},
-    [POET_OP_MAXPOOL2D] = {"maxpool2d", 1, 1, infer_pool, GRAD_PER_INPUT, {READ_IN0, 0}, false, NULL, NULL},
+    [POET_OP_POOL_INDEX] = {"pool_index", 2, 2, infer_pool_index, GRAD_NONE, {0, 0}, false, NULL, NULL},
+    [POET_OP_MAXPOOL2D] = {"maxpool2d", 1, 1, infer_pool, GRAD_PER_INPUT, {READ_IN0, 0}, false, NULL, maxpool_reads},
     [POET_OP_AVGPOOL2D] = {"avgpool2d", 1, 1, infer_pool, GRAD_PER_INPUT, {0, 0}, false, NULL, NULL},
     [POET_OP_GLOBAL_AVGPOOL] = {"global_avgpool", 1, 1, infer_global_avgpool, GRAD_PER_INPUT, {0, 0}, false, NULL, NULL},
     [POET_OP_ADD] = {"add", 1, 2, infer_binary, GRAD_ALIAS, {0, 0}, false, binary_grad, binary_reads},

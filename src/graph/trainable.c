@@ -10,7 +10,7 @@
 
 enum { FREEZE_ALL = POET_ATTR_FREEZE_WEIGHTS | POET_ATTR_FREEZE_BIAS, SPEC_FLAGS = FREEZE_ALL | POET_ATTR_BN_EVAL };
 
-static const char FROZEN_BN[] = "+frozen-bn", RELU_MASKS[] = "+relu-masks";
+static const char FROZEN_BN[] = "+frozen-bn", MASKS[] = "+masks";
 
 /* "all", "weights", "bias" or "none": the flags that freeze the rest. */
 static int freeze_of(const char *word)
@@ -102,7 +102,7 @@ static poet_status parse_spec(const poet_graph *g, const char *spec, int *freeze
     }
     return poet_fail(err, POET_ERR_INVALID,
                      "--train: expected all, biases, last:N (N >= 1) or mask:FILE, each optionally followed by "
-                     "+frozen-bn and +relu-masks, got '%s'", spec);
+                     "+frozen-bn and +masks, got '%s'", spec);
 }
 
 static void apply(poet_graph *g, const int *flags)
@@ -119,51 +119,69 @@ static bool cut_suffix(char *spec, const char *suffix)
     return true;
 }
 
-/* The spec without its "+frozen-bn" and "+relu-masks" (in either order). */
-static char *base_of(const char *spec, bool *frozen_bn, bool *relu_masks)
+/* The spec without its "+frozen-bn" and "+masks" (in either order). */
+static char *base_of(const char *spec, bool *frozen_bn, bool *masks)
 {
     char *base = malloc(strlen(spec) + 1);
-    *frozen_bn = *relu_masks = false;
+    *frozen_bn = *masks = false;
     if (!base) return NULL;
     strcpy(base, spec);
     for (bool more = true; more;) {
-        bool f = cut_suffix(base, FROZEN_BN), r = cut_suffix(base, RELU_MASKS);
-        *frozen_bn |= f, *relu_masks |= r, more = f || r;
+        bool f = cut_suffix(base, FROZEN_BN), r = cut_suffix(base, MASKS);
+        *frozen_bn |= f, *masks |= r, more = f || r;
     }
     return base;
 }
 
-/* ---- relu masks ---- */
+/* ---- relu masks and max-pool indices ---- */
+
+enum { AUX_FLAGS = POET_ATTR_RELU_MASKED | POET_ATTR_POOL_INDEXED };
+
+static bool is_aux(poet_op op) { return op == POET_OP_RELU_MASK || op == POET_OP_POOL_INDEX; }
 
 static bool same_node(const poet_node *a, const poet_node *b)
 {
     return a->bytes == b->bytes && a->flops == b->flops && a->params == b->params && a->buffers == b->buffers;
 }
 
-/* The forward pass again, without relu masks, then with one after each
- * relu that mask_after[] names (old indices, or NULL): indices shift and
- * inputs follow; the backward pass is dropped. Every node is inferred
- * again and must come out as it was; g is unchanged on failure. */
-static poet_status rebuild_forward(poet_graph *g, const bool *mask_after, poet_err *err)
+/* After relu v its mask, after max pool v its indices (which read the
+ * pool's input and the pool, with its window). */
+static void add_aux(poet_graph *h, const poet_node *n, int v, const int *ins)
+{
+    char name[POET_NAME_BYTES];
+    bool relu = n->op == POET_OP_RELU;
+    snprintf(name, sizeof name, "%.*s.%s", POET_NAME_BYTES - 8, n->name, relu ? "mask" : "index");
+    poet_attrs a = n->attrs;
+    a.flags &= ~AUX_FLAGS;
+    int reads[2] = {ins[0], v}; /* the pool's input, and the pool */
+    if (relu) poet_graph_add(h, POET_OP_RELU_MASK, &v, 1, NULL, name);
+    else poet_graph_add(h, POET_OP_POOL_INDEX, reads, 2, &a, name);
+}
+
+/* The forward pass again, without masks and indices, then with one after
+ * each relu or max pool that aux_after[] names (old indices, or NULL):
+ * indices shift and inputs follow; the backward pass is dropped. Every node
+ * is inferred again and must come out as it was; g is unchanged on failure. */
+static poet_status rebuild_forward(poet_graph *g, const bool *aux_after, poet_err *err)
 {
     int F = g->n_forward, *map = malloc((size_t)F * sizeof *map);
     poet_graph h;
-    if (!map) return poet_fail(err, POET_ERR_NOMEM, "out of memory placing relu masks");
+    if (!map) return poet_fail(err, POET_ERR_NOMEM, "out of memory placing masks");
     poet_status st = poet_graph_init(&h, g->model, g->batch, err);
     for (int v = 0; v < F && !st; v++) {
         const poet_node *n = &g->nodes[v];
         map[v] = -1;
-        if (n->op == POET_OP_RELU_MASK) continue; /* only relu backward reads one */
+        if (is_aux(n->op)) continue; /* only backward nodes read one */
         int ins[POET_MAX_INPUTS];
         for (int j = 0; j < n->n_inputs; j++) ins[j] = map[n->inputs[j]];
+        bool aux = aux_after && aux_after[v];
         poet_attrs a = n->attrs;
-        a.flags = (a.flags & ~POET_ATTR_RELU_MASKED) | (mask_after && mask_after[v] ? POET_ATTR_RELU_MASKED : 0);
+        a.flags = (a.flags & ~AUX_FLAGS) |
+                  (aux ? (n->op == POET_OP_RELU ? POET_ATTR_RELU_MASKED : POET_ATTR_POOL_INDEXED) : 0);
         map[v] = poet_graph_add(&h, n->op, ins, n->n_inputs, &a, n->name);
         if (map[v] >= 0 && !same_node(&h.nodes[map[v]], n))
-            st = poet_fail(err, POET_ERR_UNSUPPORTED, "+relu-masks: node %s cannot be built again as it is", n->name);
-        char name[POET_NAME_BYTES];
-        snprintf(name, sizeof name, "%.*s.mask", POET_NAME_BYTES - 6, n->name);
-        if (!st && mask_after && mask_after[v]) poet_graph_add(&h, POET_OP_RELU_MASK, &map[v], 1, NULL, name);
+            st = poet_fail(err, POET_ERR_UNSUPPORTED, "+masks: node %s cannot be built again as it is", n->name);
+        if (!st && aux) add_aux(&h, n, map[v], ins);
         if (!st && h.err.status) st = poet_fail(err, h.err.status, "%s", h.err.msg);
     }
     free(map);
@@ -176,63 +194,83 @@ static poet_status rebuild_forward(poet_graph *g, const bool *mask_after, poet_e
     return POET_OK;
 }
 
-static bool has_masks(const poet_graph *g)
+static bool has_aux(const poet_graph *g)
 {
     for (int v = 0; v < g->n_forward; v++)
-        if (g->nodes[v].op == POET_OP_RELU_MASK) return true;
+        if (is_aux(g->nodes[v].op)) return true;
     return false;
 }
 
-/* The relus whose output the backward pass reads only for their own
- * gradient: a mask of 1 bit an element serves it instead. */
-static int maskable_relus(const poet_graph *g, bool *mask_after)
+/* The tensor a relu's or max pool's backward reads: the relu's output, the
+ * pool's input. */
+static int read_by_grad(const poet_graph *g, int v)
+{
+    return g->nodes[v].op == POET_OP_RELU ? v : g->nodes[v].op == POET_OP_MAXPOOL2D ? g->nodes[v].inputs[0] : -1;
+}
+
+/* Whether backward node b, reading tensor t, may read a mask or indices
+ * instead, given the choices so far: t must then be read by nothing else. */
+static bool reader_goes(const poet_graph *g, const bool *aux, const poet_node *b, int t)
+{
+    if (b->op != POET_OP_GRAD) return false;
+    return aux[b->fwd] && read_by_grad(g, b->fwd) == t;
+}
+
+/* The relus and max pools whose backward can read a mask or indices so
+ * that the tensor it read dies after the forward pass: the largest set in
+ * which every backward reader of each such tensor is one of them. */
+static int choose_aux(const poet_graph *g, bool *aux)
 {
     int F = g->n_forward, count = 0;
-    bool *elsewhere = calloc((size_t)F, sizeof *elsewhere);
-    if (!elsewhere) return -1;
-    for (int v = 0; v < F; v++) mask_after[v] = false;
-    for (int b = F; b < g->n_nodes; b++) {
-        const poet_node *n = &g->nodes[b];
-        for (int j = 0; j < n->n_inputs; j++) {
-            int i = n->inputs[j];
-            if (i >= F || g->nodes[i].op != POET_OP_RELU) continue;
-            if (n->op == POET_OP_GRAD && n->fwd == i) mask_after[i] = true;
-            else elsewhere[i] = true;
+    for (int v = 0; v < F; v++) aux[v] = read_by_grad(g, v) >= 0;
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int b = F; b < g->n_nodes; b++) {
+            const poet_node *n = &g->nodes[b];
+            for (int j = 0; j < n->n_inputs; j++) {
+                int t = n->inputs[j];
+                if (t >= F || reader_goes(g, aux, n, t)) continue;
+                for (int v = 0; v < F; v++) /* t stays: whoever read it to free it gains nothing */
+                    if (aux[v] && read_by_grad(g, v) == t) aux[v] = false, changed = true;
+            }
         }
     }
-    for (int v = 0; v < F; v++) count += mask_after[v] = mask_after[v] && !elsewhere[v];
-    free(elsewhere);
+    for (int v = 0; v < F; v++) { /* and a choice must have a gradient that reads */
+        bool read = false;
+        for (int b = F; b < g->n_nodes && !read; b++) read = g->nodes[b].op == POET_OP_GRAD && g->nodes[b].fwd == v;
+        count += aux[v] = aux[v] && read;
+    }
     return count;
 }
 
-/* With the flags applied: the backward pass, with relu masks where they
- * are smaller (relu_masks) and none otherwise. */
-static poet_status derive(poet_graph *g, bool relu_masks, poet_err *err)
+/* With the flags applied: the backward pass, with relu masks and max-pool
+ * indices where they free what their backward read (masks), none otherwise. */
+static poet_status derive(poet_graph *g, bool masks, poet_err *err)
 {
     g->n_nodes = g->n_forward, g->loss = -1;
-    poet_status st = has_masks(g) ? rebuild_forward(g, NULL, err) : POET_OK;
+    poet_status st = has_aux(g) ? rebuild_forward(g, NULL, err) : POET_OK;
     if (!st) st = poet_graph_autodiff(g, g->n_forward - 1, err);
-    if (st || !relu_masks) return st;
-    bool *mask_after = malloc((size_t)g->n_forward * sizeof *mask_after);
-    int n = mask_after ? maskable_relus(g, mask_after) : -1;
-    if (n < 0) st = poet_fail(err, POET_ERR_NOMEM, "out of memory placing relu masks");
+    if (st || !masks) return st;
+    bool *aux = malloc((size_t)g->n_forward * sizeof *aux);
+    int n = aux ? choose_aux(g, aux) : -1;
+    if (n < 0) st = poet_fail(err, POET_ERR_NOMEM, "out of memory placing masks");
     if (n > 0) {
         g->n_nodes = g->n_forward, g->loss = -1;
-        st = rebuild_forward(g, mask_after, err);
+        st = rebuild_forward(g, aux, err);
         poet_err again = {0};
         poet_status st2 = poet_graph_autodiff(g, g->n_forward - 1, st ? &again : err);
         if (!st) st = st2;
     }
-    free(mask_after);
+    free(aux);
     return st;
 }
 
 poet_status poet_graph_set_trainable(poet_graph *g, const char *spec, poet_err *err)
 {
     if (g->loss < 0) return poet_fail(err, POET_ERR_INVALID, "graph '%s' has no backward pass to choose for", g->model);
-    bool frozen_bn = false, relu_masks = false;
+    bool frozen_bn = false, masks = false;
     spec = spec ? spec : "all";
-    char *base = base_of(spec, &frozen_bn, &relu_masks);
+    char *base = base_of(spec, &frozen_bn, &masks);
     int F = g->n_forward, *freeze = malloc((size_t)F * sizeof *freeze), *was = malloc((size_t)F * sizeof *was);
     poet_status st = freeze && was && base ? parse_spec(g, base, freeze, err)
                                            : poet_fail(err, POET_ERR_NOMEM, "out of memory choosing what trains");
@@ -248,7 +286,7 @@ poet_status poet_graph_set_trainable(poet_graph *g, const char *spec, poet_err *
     if (!st && !trains) st = poet_fail(err, POET_ERR_INVALID, "--train %s: no parameter of '%s' would train", spec, g->model);
     if (!st) {
         apply(g, freeze);
-        if ((st = derive(g, relu_masks, err))) { /* out of memory, or a graph not built by poet_graph_add */
+        if ((st = derive(g, masks, err))) { /* out of memory, or a graph not built by poet_graph_add */
             if (g->n_forward == F) apply(g, was);
             poet_err ignored = {0};
             if (g->loss < 0) derive(g, false, &ignored);
