@@ -155,6 +155,17 @@ if [ -s "$tmp/upd/round-03.patch" ]; then
         "$([ $rc -eq 1 ] && grep -q "checksum mismatch" "$tmp/patch.out" && grep -q '"patches": 1' "$tmp/patch.out" &&
             [ "$(sha256sum "$tmp/patched.bin" | cut -d' ' -f1)" = "$(round_sha "$tmp/upd.json" 0)" ] && echo 0 || echo 1)" \
         "rc=$rc $(head -c 300 "$tmp/patch.out")"
+    # the model store outlives a reset: round 1 applied and saved; a new run
+    # with no patch boots round 1 from it; round 2 then applies to that
+    sha_of_run() { sed -n 's/.*"weights_sha256": "\([0-9a-f]*\)".*/\1/p' "$1"; }
+    fw "$tmp/upd/image.poet" "$tmp/s1.out" "--patches=$tmp/upd/round-01.patch" "--store=$tmp/store.bin"
+    fw "$tmp/upd/image.poet" "$tmp/s2.out" "--store=$tmp/store.bin"
+    fw "$tmp/upd/image.poet" "$tmp/s3.out" "--patches=$tmp/upd/round-02.patch" "--store=$tmp/store.bin"
+    check "a patch saved to the store is the model after a reset, and the next patch applies to it" \
+        "$(grep -q '"store_saved": 1' "$tmp/s1.out" && grep -q '"store_loaded": 1' "$tmp/s2.out" &&
+            [ "$(sha_of_run "$tmp/s2.out")" = "$(round_sha "$tmp/upd.json" 0)" ] && grep -q '"patches": 1' "$tmp/s3.out" &&
+            [ "$(sha_of_run "$tmp/s3.out")" = "$(round_sha "$tmp/upd.json" 1)" ] && echo 0 || echo 1)" \
+        "$(head -c 200 "$tmp/s2.out") $(head -c 200 "$tmp/s3.out")"
 fi
 
 # relu bit masks and max-pool indices (--train ...+masks) on the device: the host's bits

@@ -7,13 +7,17 @@
  * usage (semihosting command line):
  *   firmware [--patches=FILE] [--steps=N --data=FILE] [--storage=FILE|ram]
  *            [--weights=FILE] [--memory=BYTES] [--fail-write=N] [--fail-read=N]
- *            [--profile] [--rates=FILE] [--attend=FILE]
+ *            [--profile] [--rates=FILE] [--attend=FILE] [--store=FILE]
  *   firmware --layer=FILE --layer-out=FILE
  * --patches applies the partial updates of `poet update` (patches one after
  * the other in FILE) before any training; a refused one stops the run with
  * the weights of the last applied.
  * --memory hands the library fewer bytes than the pool holds; --fail-*
- * make the Nth transfer of the card fail. --rates sets a learning rate per tensor (u32 count, then
+ * make the Nth transfer of the card fail. --store is a card that outlives
+ * the run (the device's model store): the model saved there is loaded
+ * first, and after patches or training the model is saved there, so that
+ * an update survives a reset and the next patch finds the weights it was
+ * made for. --rates sets a learning rate per tensor (u32 count, then
  * two floats per forward node: weights, bias) and --attend, at one step,
  * keeps of some layers only the rows whose gradient is largest (u32 step,
  * u32 count, then count pairs of u32 node and rows kept): p-Meta-style
@@ -38,7 +42,7 @@ enum { POOL_PAINT = 0xA5 };
 
 typedef struct args {
     long steps, memory, fail_write, fail_read;
-    const char *data, *storage, *weights, *patches, *layer, *layer_out, *rates, *attend;
+    const char *data, *storage, *weights, *patches, *layer, *layer_out, *rates, *attend, *store;
     bool profile;
 } args;
 
@@ -141,6 +145,7 @@ static bool parse(args *a)
         else if ((v = value_of(w, "--layer="))) a->layer = v;
         else if ((v = value_of(w, "--rates="))) a->rates = v;
         else if ((v = value_of(w, "--attend="))) a->attend = v;
+        else if ((v = value_of(w, "--store="))) a->store = v;
         else if ((v = value_of(w, "--layer-out="))) a->layer_out = v;
         else if (strcmp(w, "--profile") == 0) a->profile = true;
         else if (w != cmdline) ok = false; /* the first word names the program */
@@ -148,7 +153,7 @@ static bool parse(args *a)
         w = more ? end + 1 : end;
     }
     if (a->layer) return a->layer_out && !a->steps && !a->patches;
-    return (a->steps > 0 && a->data) || (a->patches && !a->steps);
+    return (a->steps > 0 && a->data) || (a->patches && !a->steps) || (a->store && !a->steps);
 }
 
 /* ---- the run ---- */
@@ -193,6 +198,7 @@ typedef struct run {
     uint32_t *attend;                 /* step, count, then (node, rows kept) pairs; NULL: none */
     uint8_t *mask;                    /* the train mask the attention writes */
     long patches;
+    long store_loaded, store_saved; /* 1: the model came from the store / went to it */
     long steps_done;
     float loss;
     uint64_t step_ticks;
@@ -208,6 +214,8 @@ static void report(const run *r, const args *a)
     put_str("poet-device {");
     put_field("steps", (uint64_t)r->steps_done);
     put_field("patches", (uint64_t)r->patches);
+    put_field("store_loaded", (uint64_t)r->store_loaded);
+    put_field("store_saved", (uint64_t)r->store_saved);
     put_field("loss_bits", loss_bits);
     put_field("ram_static_bytes", (uint64_t)(__bss_end - __data_start));
     put_field("stack_peak_bytes", board_stack_peak_bytes());
@@ -296,6 +304,20 @@ static uint32_t *read_words(run *r, const char *path, uint32_t head, uint32_t (*
 static uint32_t rates_words(const uint32_t *head) { return head[0] < (1u << 20) ? 1 + head[0] : 0; }
 static uint32_t attend_words(const uint32_t *head) { return head[1] < (1u << 16) ? 2 + 2 * head[1] : 0; }
 
+/* The model store on its own card: the model saved there, if any, replaces
+ * the image's. */
+static int open_store(run *r, const char *path, sd_card *card, poet_dev_storage *st)
+{
+    poet_err err = {0};
+    if (sd_card_open(card, path, poet_dev_store_bytes(r->d), true, st, &err)) return fail("", err.msg);
+    if (card->created) return 0;
+    poet_status s = poet_dev_store_load(r->d, st, 0, &err);
+    if (s == POET_ERR_NOT_FOUND) return 0;
+    if (s) return refuse("loading the model: ", err.msg);
+    r->store_loaded = 1;
+    return 0;
+}
+
 /* --rates and --attend. */
 static int adaptation(run *r, const args *a)
 {
@@ -334,7 +356,7 @@ static int open_dev(run *r, const args *a, poet_dev_storage *st, sd_card *card, 
         use = st;
     } else if (r->need.storage_bytes) {
         card->fail_write_at = a->fail_write, card->fail_read_at = a->fail_read;
-        if (sd_card_open(card, a->storage, r->need.storage_bytes, st, &err)) return fail("", err.msg);
+        if (sd_card_open(card, a->storage, r->need.storage_bytes, false, st, &err)) return fail("", err.msg);
         use = st;
     }
     if (poet_dev_open(&r->d, image, (size_t)len, __pool_start, give, use, a->profile ? ticks_as_seconds : NULL, &err))
@@ -501,6 +523,9 @@ int main(void)
     poet_dev_storage st;
     int rc = open_dev(&r, &a, &st, &card, &ram);
     if (rc) return rc;
+    static sd_card store_card;
+    poet_dev_storage store;
+    if (a.store && (rc = open_store(&r, a.store, &store_card, &store))) return rc;
     if (a.patches) rc = apply_patches(&r, a.patches);
     if (!rc) rc = adaptation(&r, &a);
     if (!rc && a.steps) {
@@ -508,6 +533,11 @@ int main(void)
         if (data < 0) return fail("cannot open the data file ", a.data);
         rc = train(&r, &a, data);
         sh_close(data);
+    }
+    poet_err err = {0};
+    if (a.store && (r.patches || r.steps_done)) { /* what was applied or trained, whole, even if a later part failed */
+        if (poet_dev_store_save(r.d, &store, 0, &err)) rc = refuse("saving the model: ", err.msg);
+        else r.store_saved = 1;
     }
     write_weights(r.d, a.weights);
     report(&r, &a);

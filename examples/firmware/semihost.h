@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { SH_READ_BINARY = 1, SH_WRITE_BINARY = 5, SH_UPDATE_BINARY = 7 }; /* "rb", "wb", "w+b" */
+enum { SH_READ_BINARY = 1, SH_RW_BINARY = 3, SH_WRITE_BINARY = 5, SH_UPDATE_BINARY = 7 }; /* "rb", "r+b", "wb", "w+b" */
 
 void sh_puts(const char *s);
 int sh_open(const char *path, int mode);          /* a handle, or -1 */

@@ -65,10 +65,17 @@ static void sd_reset(void *ctx)
     c->failed = false;
 }
 
-poet_status sd_card_open(sd_card *c, const char *path, uint64_t capacity, poet_dev_storage *out, poet_err *err)
+poet_status sd_card_open(sd_card *c, const char *path, uint64_t capacity, bool keep, poet_dev_storage *out,
+                         poet_err *err)
 {
-    c->handle = sh_open(path, SH_UPDATE_BINARY);
+    c->handle = keep ? sh_open(path, SH_RW_BINARY) : -1;
+    c->created = c->handle < 0;
+    if (c->handle < 0) c->handle = sh_open(path, SH_UPDATE_BINARY);
     if (c->handle < 0) return poet_fail(err, POET_ERR_IO, "sd card: cannot open '%s'", path);
+    static const uint8_t zeros[256];
+    for (uint64_t at = 0; keep && c->created && at < capacity; at += sizeof zeros) /* a card reads everywhere */
+        if (sh_write(c->handle, zeros, capacity - at < sizeof zeros ? (size_t)(capacity - at) : sizeof zeros))
+            return poet_fail(err, POET_ERR_IO, "sd card: cannot write '%s'", path);
     *out = (poet_dev_storage){POET_DEV_STORAGE_VERSION, c, capacity, sd_start, sd_wait, sd_sync, sd_reset};
     return POET_OK;
 }

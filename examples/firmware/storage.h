@@ -27,10 +27,14 @@ typedef struct sd_card {
     poet_err first;
     long fail_write_at, fail_read_at; /* fault injection: fail the Nth (from 1); 0 never */
     long writes, reads;
+    bool created; /* the file did not exist: nothing is stored on it yet */
 } sd_card;
 
-/* Creates (or truncates) the file at path as a card of capacity bytes. */
-poet_status sd_card_open(sd_card *c, const char *path, uint64_t capacity, poet_dev_storage *out, poet_err *err);
+/* Creates (or truncates) the file at path as a card of capacity bytes;
+ * with keep, opens it as it is when it exists (a card that outlives a
+ * reset: the model store). */
+poet_status sd_card_open(sd_card *c, const char *path, uint64_t capacity, bool keep, poet_dev_storage *out,
+                         poet_err *err);
 
 /* Storage in memory that the CPU copies to and from at once. */
 typedef struct ram_store {
