@@ -997,6 +997,10 @@ double milp_cover_bound(const poet_problem *p, const milp_options *mo, double se
         poet_plan_options o = {.threads = 1, .quiet = true, .deterministic = true, .gap = 1e-9};
         set_params(cbc, &o, seconds);
         Cbc_setLogLevel(cbc, 0);
+        /* CBC 2.10's integer preprocessing can cut off this model's optimum and
+         * then prove a wrong one: a bound above a feasible schedule
+         * (tests/test_milp.c replays one, 921 against the optimum 868) */
+        Cbc_setParameter(cbc, "preprocess", "off");
         solved sv;
         double deadline = plan_wall_s() + 1.25 * seconds + 0.5;
         solve_apart(&(solve_job){.cbc = cbc, .n_cols = c.l.n_cols, .deadline = deadline}, &sv);
