@@ -39,7 +39,7 @@ typedef struct result {
     cell c[ARMS][WIDTHS];
 } result;
 
-static bool dense_epochs(rig *r, const poet_graph *g, const poet_dataset *d, int epochs, uint64_t seed)
+static bool dense_epochs(rig *r, const poet_dataset *d, int epochs, uint64_t seed)
 {
     poet_err err = {0};
     float *x = malloc(4 * 32 * 64);
@@ -54,7 +54,6 @@ static bool dense_epochs(rig *r, const poet_graph *g, const poet_dataset *d, int
             ok = !poet_engine_step(r->e, x, y, &loss, &err);
         }
     }
-    (void)g;
     free(x), free(order);
     return ok ? true : fail(&err);
 }
@@ -87,10 +86,10 @@ static bool run_seed(const poet_dataset *d, const poet_graph *g, uint64_t seed, 
     uint64_t P = 0;
     for (int v = 0; v < g->n_forward; v++) P += g->nodes[v].params;
     float *dense = malloc(4 * P);
-    if (!start(&r, g, NULL, seed) || !dense_epochs(&r, g, d, epochs, seed)) return false;
+    if (!start(&r, g, NULL, seed) || !dense_epochs(&r, d, epochs, seed)) return false;
     rt_get_params(r.e, g, dense);
     double loss;
-    if (!dense_epochs(&r, g, d, epochs, seed + 1) ||
+    if (!dense_epochs(&r, d, epochs, seed + 1) ||
         poet_evaluate(r.e, d->test_x, d->test_y, NULL, d->n_test, &loss, &res->fp32, &err))
         return fail(&err);
     res->fp32_bytes = 4 * P;

@@ -347,12 +347,12 @@ static void test_relu_masks(const char *spec, bool reaches_pool)
         const poet_node *n = &masked.nodes[v], *before = &masked.nodes[v - 1];
         if (n->op == POET_OP_RELU_MASK) {
             masks++;
-            CHECK(before->op == POET_OP_RELU && (before->attrs.flags & POET_ATTR_RELU_MASKED));
+            CHECK(before->op == POET_OP_RELU && (before->attrs.flags & POET_ATTR_COMPACT_READ));
             CHECK(n->bytes * 32 >= before->bytes && n->bytes * 28 < before->bytes); /* a bit an element */
         }
         if (n->op == POET_OP_POOL_INDEX) {
             indices++;
-            CHECK(before->op == POET_OP_MAXPOOL2D && (before->attrs.flags & POET_ATTR_POOL_INDEXED));
+            CHECK(before->op == POET_OP_MAXPOOL2D && (before->attrs.flags & POET_ATTR_COMPACT_READ));
             CHECK(n->bytes * 4 >= before->bytes && n->bytes * 3 < before->bytes); /* a byte an output */
         }
     }
@@ -361,9 +361,9 @@ static void test_relu_masks(const char *spec, bool reaches_pool)
     for (int b = masked.n_forward; b < masked.n_nodes; b++) /* nothing reads what a mask or an index replaced */
         for (int j = 0; j < masked.nodes[b].n_inputs; j++) {
             int i = masked.nodes[b].inputs[j];
-            CHECK(!(masked.nodes[i].op == POET_OP_RELU && (masked.nodes[i].attrs.flags & POET_ATTR_RELU_MASKED)));
+            CHECK(!(masked.nodes[i].op == POET_OP_RELU && (masked.nodes[i].attrs.flags & POET_ATTR_COMPACT_READ)));
             for (int v = 0; v < masked.n_forward; v++)
-                if (masked.nodes[v].op == POET_OP_MAXPOOL2D && (masked.nodes[v].attrs.flags & POET_ATTR_POOL_INDEXED))
+                if (masked.nodes[v].op == POET_OP_MAXPOOL2D && (masked.nodes[v].attrs.flags & POET_ATTR_COMPACT_READ))
                     CHECK(masked.nodes[v].inputs[0] != i);
         }
     rig p, k, m;

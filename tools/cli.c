@@ -149,6 +149,25 @@ bool parse_gap(const char *s, double *out)
 }
 
 
+/* "0,50,75,90" as increasing basis points below 10000. */
+bool parse_sparsity_levels(const char *text, uint32_t *bp, int *n)
+{
+    *n = 0;
+    for (const char *at = text;;) {
+        char *end;
+        double pct = strtod(at, &end);
+        double q = round(pct * 100);
+        if (end == at || !(pct >= 0 && pct < 100) || fabs(pct * 100 - q) > 1e-6 || *n == POET_SPARSE_MAX_LEVELS)
+            return false;
+        bp[*n] = (uint32_t)q;
+        if (*n && bp[*n] <= bp[*n - 1]) return false;
+        ++*n;
+        if (!*end) return true;
+        if (*end != ',') return false;
+        at = end + 1;
+    }
+}
+
 int read_schedule(const char *path, poet_schedule *s, poet_instance *graph)
 {
     poet_err err = {0};

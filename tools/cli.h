@@ -67,6 +67,10 @@ int read_schedule(const char *path, poet_schedule *s, poet_instance *graph);
 
 /* The costed graph a graph_src names; 0 or an exit code. */
 int load_instance(const char *cmd, const graph_src *src, poet_instance *inst);
+/* "0,50,75,90": increasing percentages below 100 in 0.01% steps, at most
+ * POET_SPARSE_MAX_LEVELS, as basis points. */
+bool parse_sparsity_levels(const char *text, uint32_t *bp, int *n);
+
 /* Compact weight formats: the costs at each DRESS-style sparsity level
  * (basis points; poet_instance_sparse) go to levels[]; bits > 0 counts the
  * linear weights multi-bit in the instance (poet_instance_set_multibit). */

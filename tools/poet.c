@@ -398,24 +398,6 @@ static const char PLAN_HELP[] =
     "none found in time) is reported and exits with 3, or 0 with\n"
     "--allow-infeasible.\n";
 
-/* "0,50,75,90" as increasing basis points below 10000. */
-static bool parse_levels(const char *text, uint32_t *bp, int *n)
-{
-    *n = 0;
-    for (const char *at = text;;) {
-        char *end;
-        double pct = strtod(at, &end);
-        double q = round(pct * 100);
-        if (end == at || !(pct >= 0 && pct < 100) || fabs(pct * 100 - q) > 1e-6 || *n == POET_SPARSE_MAX_LEVELS)
-            return false;
-        bp[*n] = (uint32_t)q;
-        if (*n && bp[*n] <= bp[*n - 1]) return false;
-        ++*n;
-        if (!*end) return true;
-        if (*end != ',') return false;
-        at = end + 1;
-    }
-}
 
 /* The schedule planned for p, simulated on the same graph with other costs. */
 static int simulate_on(const poet_instance *inst, const poet_problem *p, const poet_schedule *s, poet_sim *out)
@@ -465,7 +447,7 @@ static int cmd_plan(int argc, char **argv)
     if (!poet_planner_find(name)) return usage_error("plan", "unknown planner (see poet planners):", name);
     poet_instance inst, level_inst[POET_SPARSE_MAX_LEVELS];
     weight_format wf = {.levels = level_inst, .group = 64};
-    if (levels_text && !parse_levels(levels_text, wf.sparsity_bp, &wf.n_levels))
+    if (levels_text && !parse_sparsity_levels(levels_text, wf.sparsity_bp, &wf.n_levels))
         return usage_error("plan", "--sparse-levels must be increasing percentages below 100 (at most 8, 0.01% steps), got",
                            levels_text);
     if (bits_text && (wf.bits = strtod(bits_text, &end), *end || end == bits_text || !(wf.bits > 0 && wf.bits <= 6)))

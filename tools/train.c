@@ -73,17 +73,12 @@ static bool parse_compress(const char *spec, parsed *p)
 {
     char *end;
     if (strncmp(spec, "dress:", 6) == 0) {
-        p->dress = true;
-        for (const char *at = spec + 6;; at = end + 1) {
-            double pct = strtod(at, &end), q = round(pct * 100);
-            uint32_t k = p->dress_opt.n_levels;
-            if (end == at || !(pct >= 0 && pct < 100) || fabs(pct * 100 - q) > 1e-6 || k == POET_SPARSE_MAX_LEVELS ||
-                (k && q <= p->dress_opt.sparsity_bp[k - 1]))
-                return false;
-            p->dress_opt.sparsity_bp[p->dress_opt.n_levels++] = (uint16_t)q;
-            if (!*end) return true;
-            if (*end != ',') return false;
-        }
+        uint32_t bp[POET_SPARSE_MAX_LEVELS];
+        int n;
+        if (!parse_sparsity_levels(spec + 6, bp, &n)) return false;
+        p->dress = true, p->dress_opt.n_levels = (uint32_t)n;
+        for (int k = 0; k < n; k++) p->dress_opt.sparsity_bp[k] = (uint16_t)bp[k];
+        return true;
     }
     poet_quant_options o = {POET_QUANT_ALQ, 64, 3, 1, 0, 0, 10, 1e-3f, 0};
     if (strcmp(spec, "bwn") == 0) o.method = POET_QUANT_BWN;

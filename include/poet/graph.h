@@ -79,8 +79,7 @@ enum {
     POET_ATTR_FREEZE_WEIGHTS = 256, /* the weights (conv, linear), gamma (norms) or parameter operand do not train */
     POET_ATTR_FREEZE_BIAS = 512,    /* the bias (conv, linear) or beta (norms) does not train */
     POET_ATTR_BN_EVAL = 1024,       /* batchnorm2d: normalizes with its running statistics, in training too */
-    POET_ATTR_RELU_MASKED = 2048,   /* relu: the next node is its bit mask, which its backward reads */
-    POET_ATTR_POOL_INDEXED = 4096   /* maxpool2d: the next node holds its argmax indices, which its backward reads */
+    POET_ATTR_COMPACT_READ = 2048   /* relu, maxpool2d: the next node (relu_mask, pool_index) is what the backward reads */
 };
 
 /* Every field is 4 bytes, so the struct has one layout everywhere (the

@@ -642,6 +642,11 @@ poet_status poet_dev_step_attending(poet_dev *d, const float *x, const int32_t *
     return POET_OK;
 }
 
+static void put_bit(uint8_t *mask, uint64_t i, bool on)
+{
+    mask[i / 8] = (uint8_t)(on ? mask[i / 8] | 1u << (i % 8) : mask[i / 8] & ~(1u << (i % 8)));
+}
+
 static double row_norm(const float *g, uint64_t per)
 {
     double s = 0;
@@ -669,10 +674,8 @@ poet_status poet_dev_keep_rows(poet_dev *d, int node, uint32_t keep, uint8_t *ma
             above += other > mine || (other == mine && u < r);
         }
         bool on = above < keep;
-        for (uint64_t i = n->param_at + r * per; i < n->param_at + (r + 1) * per; i++)
-            mask[i / 8] = (uint8_t)(on ? mask[i / 8] | 1u << (i % 8) : mask[i / 8] & ~(1u << (i % 8)));
-        uint64_t bi = n->param_at + w + r;
-        if (tb) mask[bi / 8] = (uint8_t)(on ? mask[bi / 8] | 1u << (bi % 8) : mask[bi / 8] & ~(1u << (bi % 8)));
+        for (uint64_t i = n->param_at + r * per; i < n->param_at + (r + 1) * per; i++) put_bit(mask, i, on);
+        if (tb) put_bit(mask, n->param_at + w + r, on);
     }
     return POET_OK;
 }

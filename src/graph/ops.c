@@ -203,12 +203,6 @@ static poet_status infer_relu_mask(const poet_graph *g, poet_node *n, poet_err *
     return POET_OK;
 }
 
-static unsigned relu_reads(const poet_node *n, int wrt)
-{
-    (void)wrt;
-    return n->attrs.flags & POET_ATTR_RELU_MASKED ? READ_MASK : READ_OUT;
-}
-
 /* A byte per max-pool output: where in its window the maximum lies. It
  * reads the pool's input and the pool (for its shape), and has the pool's
  * window attributes. */
@@ -226,11 +220,6 @@ static poet_status infer_pool_index(const poet_graph *g, poet_node *n, poet_err 
     return POET_OK;
 }
 
-static unsigned maxpool_reads(const poet_node *n, int wrt)
-{
-    (void)wrt;
-    return n->attrs.flags & POET_ATTR_POOL_INDEXED ? READ_MASK : READ_IN0;
-}
 UNARY(gelu, 8.0)       /* tanh or erf, and a few products */
 UNARY(sigmoid, 4.0)    /* exp, add, divide, negate */
 UNARY(tanh, 4.0)
@@ -525,10 +514,10 @@ static const op_def OPS[POET_OP_COUNT] = {
     /* dX = W^T dY needs no X; dW does */
     [POET_OP_CONV2D] = {"conv2d", 1, 1, infer_conv2d, GRAD_FUSED, {0, 0, READ_IN0}, false, NULL, NULL},
     [POET_OP_BATCHNORM2D] = {"batchnorm2d", 1, 1, infer_batchnorm2d, GRAD_FUSED, {READ_IN0, 0}, false, NULL, batchnorm_reads},
-    [POET_OP_RELU] = {"relu", 1, 1, infer_relu, GRAD_PER_INPUT, {READ_OUT, 0}, false, NULL, relu_reads},
+    [POET_OP_RELU] = {"relu", 1, 1, infer_relu, GRAD_PER_INPUT, {READ_OUT, 0}, false, NULL, NULL},
     [POET_OP_RELU_MASK] = {"relu_mask", 1, 1, infer_relu_mask, GRAD_NONE, {0, 0}, false, NULL, NULL},
     [POET_OP_POOL_INDEX] = {"pool_index", 2, 2, infer_pool_index, GRAD_NONE, {0, 0}, false, NULL, NULL},
-    [POET_OP_MAXPOOL2D] = {"maxpool2d", 1, 1, infer_pool, GRAD_PER_INPUT, {READ_IN0, 0}, false, NULL, maxpool_reads},
+    [POET_OP_MAXPOOL2D] = {"maxpool2d", 1, 1, infer_pool, GRAD_PER_INPUT, {READ_IN0, 0}, false, NULL, NULL},
     [POET_OP_AVGPOOL2D] = {"avgpool2d", 1, 1, infer_pool, GRAD_PER_INPUT, {0, 0}, false, NULL, NULL},
     [POET_OP_GLOBAL_AVGPOOL] = {"global_avgpool", 1, 1, infer_global_avgpool, GRAD_PER_INPUT, {0, 0}, false, NULL, NULL},
     [POET_OP_ADD] = {"add", 1, 2, infer_binary, GRAD_ALIAS, {0, 0}, false, binary_grad, binary_reads},
@@ -578,6 +567,7 @@ grad_rule op_grad_rule(const poet_node *n)
 unsigned op_reads(const poet_node *n, int wrt)
 {
     const op_def *d = op_get(n->op);
+    if (n->attrs.flags & POET_ATTR_COMPACT_READ) return READ_MASK; /* what it read, kept compact in the next node */
     if (d->reads_of) return d->reads_of(n, wrt);
     unsigned input = wrt >= 0 ? d->reads[wrt == 1 ? 1 : 0] : 0u;
     return input | (n->attrs.flags & POET_ATTR_FREEZE_WEIGHTS ? 0u : d->reads[WEIGHT_READS]);

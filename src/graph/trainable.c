@@ -135,8 +135,6 @@ static char *base_of(const char *spec, bool *frozen_bn, bool *masks)
 
 /* ---- relu masks and max-pool indices ---- */
 
-enum { AUX_FLAGS = POET_ATTR_RELU_MASKED | POET_ATTR_POOL_INDEXED };
-
 static bool is_aux(poet_op op) { return op == POET_OP_RELU_MASK || op == POET_OP_POOL_INDEX; }
 
 static bool same_node(const poet_node *a, const poet_node *b)
@@ -152,7 +150,7 @@ static void add_aux(poet_graph *h, const poet_node *n, int v, const int *ins)
     bool relu = n->op == POET_OP_RELU;
     snprintf(name, sizeof name, "%.*s.%s", POET_NAME_BYTES - 8, n->name, relu ? "mask" : "index");
     poet_attrs a = n->attrs;
-    a.flags &= ~AUX_FLAGS;
+    a.flags &= ~POET_ATTR_COMPACT_READ;
     int reads[2] = {ins[0], v}; /* the pool's input, and the pool */
     if (relu) poet_graph_add(h, POET_OP_RELU_MASK, &v, 1, NULL, name);
     else poet_graph_add(h, POET_OP_POOL_INDEX, reads, 2, &a, name);
@@ -176,8 +174,7 @@ static poet_status rebuild_forward(poet_graph *g, const bool *aux_after, poet_er
         for (int j = 0; j < n->n_inputs; j++) ins[j] = map[n->inputs[j]];
         bool aux = aux_after && aux_after[v];
         poet_attrs a = n->attrs;
-        a.flags = (a.flags & ~AUX_FLAGS) |
-                  (aux ? (n->op == POET_OP_RELU ? POET_ATTR_RELU_MASKED : POET_ATTR_POOL_INDEXED) : 0);
+        a.flags = (a.flags & ~POET_ATTR_COMPACT_READ) | (aux ? POET_ATTR_COMPACT_READ : 0);
         map[v] = poet_graph_add(&h, n->op, ins, n->n_inputs, &a, n->name);
         if (map[v] >= 0 && !same_node(&h.nodes[map[v]], n))
             st = poet_fail(err, POET_ERR_UNSUPPORTED, "+masks: node %s cannot be built again as it is", n->name);

@@ -167,6 +167,21 @@ static void init_group(qlayer *l, uint64_t g, const float *from, uint32_t terms)
     dequantize_group(l, g);
 }
 
+/* Term i of group g (of t terms) negated: its scale back to positive, its
+ * signs and its first moment with it; the group stands for the same weights. */
+static void flip_term(qlayer *l, uint64_t g, uint32_t t, uint32_t i)
+{
+    int8_t *c = l->codes + g * l->group * T;
+    l->alpha[g * T + i] = -l->alpha[g * T + i], l->ma[g * T + i].m = -l->ma[g * T + i].m;
+    for (uint32_t j = 0; j < len_of(l, g); j++) c[j * t + i] = (int8_t)-c[j * t + i];
+}
+
+static void flip_negative(qlayer *l, uint64_t g)
+{
+    for (uint32_t i = 0; i < l->terms[g]; i++)
+        if (l->alpha[g * T + i] < 0) flip_term(l, g, l->terms[g], i);
+}
+
 static double corrected_rate(const poet_quant *q, const moments *m, double *h)
 {
     *h = (sqrt(m->vmax / q->c2) + EPS) / q->o.lr;
@@ -192,24 +207,21 @@ static void coordinate_step(poet_quant *q, qlayer *l, uint64_t g, const float *g
         moments *m = &l->ma[g * T + i];
         amsgrad(m, ga);
         double d = corrected_rate(q, m, &h);
-        double *a = &l->alpha[g * T + i];
-        *a -= d / h;
-        if (*a < 0) {
-            *a = -*a, m->m = -m->m;
-            for (uint32_t j = 0; j < n; j++) c[j * t + i] = (int8_t)-c[j * t + i];
-        }
+        l->alpha[g * T + i] -= d / h;
     }
+    flip_negative(l, g);
 }
 
-/* The quadratic model's minimizer w* = w_hat - d/h for the group's weights
- * into target, its curvatures into h. */
+/* For the group's weights, the quadratic model's curvatures into h and,
+ * where target is not NULL, its minimizer w* = w_hat - d/h. */
 static void model_target(const poet_quant *q, const qlayer *l, uint64_t g, float *target, float *h)
 {
     uint32_t n = len_of(l, g);
     uint64_t s = start_of(l, g);
     for (uint32_t j = 0; j < n; j++) {
         double hj, d = corrected_rate(q, &l->mw[s + j], &hj);
-        target[j] = (float)(l->w[s + j] - d / hj), h[j] = (float)hj;
+        h[j] = (float)hj;
+        if (target) target[j] = (float)(l->w[s + j] - d / hj);
     }
 }
 
@@ -225,11 +237,7 @@ static void basis_step(poet_quant *q, qlayer *l, uint64_t g)
     model_target(q, l, g, target, h);
     poet_alq_nearest_codes(a, t, target, n, c, values, masks);
     poet_alq_refit(c, n, t, target, h, a);
-    for (uint32_t i = 0; i < t; i++)
-        if (a[i] < 0) {
-            a[i] = -a[i], l->ma[g * T + i].m = -l->ma[g * T + i].m;
-            for (uint32_t j = 0; j < n; j++) c[j * t + i] = (int8_t)-c[j * t + i];
-        }
+    flip_negative(l, g);
     dequantize_group(l, g);
 }
 
@@ -245,16 +253,11 @@ static void remove_term(poet_quant *q, qlayer *l, uint64_t g, uint32_t i)
             if (k != i) c[j * (t - 1) + o++] = c[j * t + k];
     for (uint32_t k = i; k + 1 < t; k++) a[k] = a[k + 1], m[k] = m[k + 1];
     l->terms[g] = (uint8_t)(t - 1);
-    if (t - 1) {
-        float *target = q->scratch_f, *h = q->scratch_f + l->group;
-        model_target(q, l, g, target, h);
-        memcpy(target, l->w + start_of(l, g), 4ull * n); /* what the group stood for */
-        poet_alq_refit(c, n, t - 1, target, h, a);
-        for (uint32_t k = 0; k + 1 < t; k++)
-            if (a[k] < 0) {
-                a[k] = -a[k], m[k].m = -m[k].m;
-                for (uint32_t j = 0; j < n; j++) c[j * (t - 1) + k] = (int8_t)-c[j * (t - 1) + k];
-            }
+    if (t - 1) { /* the others refit to what the group stood for */
+        float *h = q->scratch_f + l->group;
+        model_target(q, l, g, NULL, h);
+        poet_alq_refit(c, n, t - 1, l->w + start_of(l, g), h, a);
+        flip_negative(l, g);
     }
     dequantize_group(l, g);
 }
@@ -315,13 +318,12 @@ static poet_status prune_to(poet_quant *q, uint64_t keep, poet_err *err)
                 dl[c] = -d * a + 0.5 * h * a * a;
                 where[c] = (uint64_t)k << 48 | g << 3 | i;
             }
-    poet_alq_pick_prune(dl, n, 0, remove, order); /* sorts order */
-    uint64_t count = 0;
-    for (uint64_t removed = 0; count < n && have - removed > keep; count++) {
-        uint64_t wc = where[order[count]];
+    poet_alq_pick_prune(dl, n, 0, remove, order); /* sorts order, marks none */
+    for (uint64_t x = 0, removed = 0; x < n && have - removed > keep; x++) {
+        uint64_t wc = where[order[x]];
         removed += len_of(&q->layers[wc >> 48], (wc >> 3) & ((1ull << 45) - 1));
+        remove[order[x]] = 1;
     }
-    poet_alq_pick_prune(dl, n, count, remove, order);
     /* highest term first within a group, so that the indices stay valid */
     for (uint64_t x = n; x-- > 0;)
         if (remove[x]) {
