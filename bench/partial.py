@@ -15,7 +15,8 @@ import tempfile
 import sys
 
 SPECS = ["all", "all+frozen-bn", "all+masks", "biases", "biases+masks", "biases+frozen-bn",
-         "biases+frozen-bn+masks", "last:1", "last:3", "last:3+frozen-bn"]
+         "biases+frozen-bn+masks", "last:1", "last:3", "last:3+frozen-bn", "ratio:0.5", "ratio:0.5+masks",
+         "ratio:0.25+masks"]
 
 
 def run(args):

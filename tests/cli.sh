@@ -409,6 +409,24 @@ else
     failed=$((failed + 1))
     echo "FAIL: +masks does not lower the keep-all peak of --train biases"
 fi
+ok "train --train ratio:0.5" "$poet" train --model mlp_digits --device m4 --budget 100% --train ratio:0.5 --steps 20 \
+    --json
+cp "$tmp/out" "$tmp/ratio.json"
+ok "train --train all" "$poet" train --model mlp_digits --device m4 --budget 100% --steps 20 --json
+if [ -n "$(sha_of "$tmp/out")" ] && [ "$(sha_of "$tmp/out")" != "$(sha_of "$tmp/ratio.json")" ]; then
+    passed=$((passed + 1))
+else
+    failed=$((failed + 1))
+    echo "FAIL: ratio:0.5 and all train the same weights"
+fi
+for r in 0 1.5 -0.5 x ""; do
+    refuse "train: ratio:$r" "the ratio must be a number in (0, 1]" "$poet" train --model mlp_digits --device m4 \
+        --budget 100% --train "ratio:$r"
+done
+ok "ONNX in, ratio:0.5+masks, ONNX out" "$poet" train --onnx "$onnx/digits_cnn.onnx" --data digits --device m4 \
+    --batch 16 --budget 100% --time-limit 2 --steps 10 --train ratio:0.5+masks --json --quiet \
+    --onnx-out "$tmp/ratio.onnx"
+ok "the model trained on half its channels reads back" "$poet" import "$tmp/ratio.onnx" --batch 2
 refuse "train: bad spec" "expected all, biases, last:N" "$poet" train --model mlp_digits --device m4 --budget 100% \
     --train most
 refuse "graph: too many layers" "has 2 layers with parameters" "$poet" graph --model mlp_digits --device m4 --train last:3

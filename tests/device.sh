@@ -175,6 +175,14 @@ check "training with relu masks on the device equals the host's bit for bit" \
     "$([ -s "$tmp/masks.json" ] && [ "$(field "$tmp/masks.json" bit_identical)" = true ] && echo 0 || echo 1)" \
     "$(head -c 300 "$tmp/masks.err")"
 
+# channel subsets (--train ratio:R): the weight gradients read the kept input
+# channels only, and no other channel's weights move, on the device as on the host
+"$poet" emulate --model cnn_digits --data digits --batch 8 --seed 7 --time-limit 3 --budget 60% --runtime-factor 1.2 \
+    --steps 3 --train ratio:0.5+masks --optimizer adam --json >"$tmp/ratio.json" 2>"$tmp/ratio.err"
+check "training half of each layer's input channels on the device equals the host's bit for bit" \
+    "$([ -s "$tmp/ratio.json" ] && [ "$(field "$tmp/ratio.json" bit_identical)" = true ] && echo 0 || echo 1)" \
+    "$(head -c 300 "$tmp/ratio.err")"
+
 # p-Meta-style adaptation on the device: a learning rate per tensor and, at
 # the second step, only the half of two convolutions' rows with the largest
 # gradient train from then on; the host's bits, and not those of plain training

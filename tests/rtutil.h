@@ -20,10 +20,11 @@ typedef struct rig {
 
 /* Plans g with planner at budget (0: the keep-all peak; fraction in (0, 1]:
  * that share of it, raised to the smallest feasible budget) and starts an
- * engine on it. storage may be NULL (in memory). rig.ok says whether a
- * schedule was found; errors print. */
-static inline void rig_start(rig *r, const poet_graph *g, const char *planner, double fraction, poet_storage *storage,
-                      poet_optimizer opt, uint64_t seed)
+ * engine on it with the initial weights params (node order; NULL: from the
+ * seed). storage may be NULL (in memory). rig.ok says whether a schedule
+ * was found; errors print. */
+static inline void rig_start_from(rig *r, const poet_graph *g, const char *planner, double fraction,
+                                  poet_storage *storage, poet_optimizer opt, uint64_t seed, const float *params)
 {
     memset(r, 0, sizeof *r);
     poet_err err = {0};
@@ -42,12 +43,19 @@ static inline void rig_start(rig *r, const poet_graph *g, const char *planner, d
     }
     if (r->plan.status != POET_PLAN_OPTIMAL && r->plan.status != POET_PLAN_FEASIBLE) return;
     if (poet_simulate(&r->p, &r->plan.schedule, &r->sim, NULL, &err)) return;
-    poet_engine_config cfg = {g, &r->p, &r->plan.schedule, storage, opt, seed, 0, NULL, NULL};
+    poet_engine_config cfg = {g, &r->p, &r->plan.schedule, storage, opt, seed, 0, params, NULL};
     if (poet_engine_init(&r->e, &cfg, &err)) {
         fprintf(stderr, "rig: engine: %s\n", err.msg);
         return;
     }
     r->ok = true;
+}
+
+/* The same, with the initial weights from the seed. */
+static inline void rig_start(rig *r, const poet_graph *g, const char *planner, double fraction, poet_storage *storage,
+                             poet_optimizer opt, uint64_t seed)
+{
+    rig_start_from(r, g, planner, fraction, storage, opt, seed, NULL);
 }
 
 static inline void rig_free(rig *r)

@@ -4,6 +4,7 @@
  * ones, frozen tensors never change, schedules keep the weights
  * bit-identical, and the persistent state holds optimizer state only for
  * what trains. */
+#include <math.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -114,6 +115,10 @@ static void test_specs_refused(void)
     refused(&g, "last:-1", "expected all");
     refused(&g, "last:2x", "expected all");
     refused(&g, "last:99", "has 2 layers with parameters");
+    refused(&g, "ratio:0", "must be a number in (0, 1]");
+    refused(&g, "ratio:", "must be a number in (0, 1]");
+    refused(&g, "all+ratio:1.5", "must be a number in (0, 1]");
+    refused(&g, "ratio:0.5+masks+ratio:0.5", "a ratio twice");
     refused(&g, "mask:", "needs a file");
     refused(&g, "mask:/nonexistent/poet-mask", "nonexistent");
     const char *layer = NULL;
@@ -399,8 +404,165 @@ static void test_relu_masks(const char *spec, bool reaches_pool)
     poet_graph_free(&plain), poet_graph_free(&masked);
 }
 
+/* ---- ratio:R, channel subsets ---- */
+
+/* Layer v's weights as rows x cols and the weights per input channel in a
+ * row (a conv's kernel, 1 for a linear layer), or false. */
+static bool layer_blocks(const poet_node *n, uint64_t *rows, uint64_t *cols, uint64_t *block)
+{
+    if (!poet_weight_rows(n, rows, cols)) return false;
+    *block = n->op == POET_OP_CONV2D ? (uint64_t)n->attrs.kh * (uint64_t)n->attrs.kw : 1;
+    return true;
+}
+
+/* The keep channels of w (rows x cols, block weights a channel) with the
+ * largest norms, ties to the lower channel: selected[c]. Written apart from
+ * the image writer's sort, as a rank count. */
+static void expected_channels(const float *w, uint64_t rows, uint64_t cols, uint64_t block, int keep, bool *selected)
+{
+    uint64_t C = cols / block;
+    double *sq = calloc(C, sizeof *sq);
+    for (uint64_t f = 0; f < rows; f++)
+        for (uint64_t k = 0; k < cols; k++) sq[k / block] += (double)w[f * cols + k] * (double)w[f * cols + k];
+    for (uint64_t c = 0; c < C; c++) {
+        int above = 0;
+        for (uint64_t o = 0; o < C; o++) above += sq[o] > sq[c] || (sq[o] == sq[c] && o < c);
+        selected[c] = above < keep;
+    }
+    free(sq);
+}
+
+/* Whether the weights of the channels selected[] trains (all where NULL)
+ * are equal in a and b, and whether the others are: *listed, *others. */
+static void compare_columns(const float *a, const float *b, uint64_t rows, uint64_t cols, uint64_t block,
+                            const bool *selected, bool *listed, bool *others)
+{
+    *listed = *others = true;
+    for (uint64_t f = 0; f < rows; f++)
+        for (uint64_t k = 0; k < cols; k++) {
+            bool same = memcmp(&a[f * cols + k], &b[f * cols + k], 4) == 0;
+            if (!selected || selected[k / block]) *listed &= same;
+            else *others &= same;
+        }
+}
+
+/* --train ratio:R[+suffixes] on model: a channel_select after each conv and
+ * linear layer with more than one input channel holds ceil(R x C) of them
+ * and is what its weight gradient reads; one step's gradient of the channels
+ * of largest weight norm equals the dense gradient's, bit for bit, the
+ * others' is 0; under keep-all and under planner's schedule at half the peak, with
+ * weight decay, the weights come out the same and no other channel's
+ * weights move. */
+static void test_channel_subsets(const char *model, const char *spec, double ratio, const char *planner)
+{
+    poet_graph full, part;
+    if (!build(model, strstr(spec, "+frozen-bn") ? "all+frozen-bn" : NULL, &full) || !build(model, spec, &part)) {
+        CHECK(false);
+        return;
+    }
+    int selects = 0;
+    for (int v = 1; v < part.n_forward; v++) {
+        const poet_node *n = &part.nodes[v], *layer = &part.nodes[v - 1];
+        if (n->op != POET_OP_CHANNEL_SELECT) continue;
+        selects++;
+        const poet_node *x = &part.nodes[layer->inputs[0]];
+        int64_t C = x->shape.dim[n->attrs.axis], keep = (int64_t)ceil(ratio * (double)C - 1e-9);
+        CHECK(n->inputs[0] == layer->inputs[0] && (layer->attrs.flags & POET_ATTR_COMPACT_READ));
+        CHECK_MSG(n->attrs.features == keep && n->bytes * (uint64_t)C == x->bytes * (uint64_t)keep,
+                  "%s: %d of %lld channels, %llu of %llu B", n->name, (int)n->attrs.features, (long long)C,
+                  (unsigned long long)n->bytes, (unsigned long long)x->bytes);
+        for (int b = part.n_forward; b < part.n_nodes; b++) /* the layer's gradient reads the select, not its input */
+            if (part.nodes[b].op == POET_OP_GRAD && part.nodes[b].fwd == v - 1)
+                for (int j = 0; j < part.nodes[b].n_inputs; j++) CHECK(part.nodes[b].inputs[j] != layer->inputs[0]);
+    }
+    CHECK_MSG(selects > 0, "--train %s: no channel_select", spec);
+    poet_optimizer opt = poet_optimizer_default(POET_OPT_SGD);
+    opt.weight_decay = 0.01f;
+    rig a, b, c;
+    rig_start(&a, &full, "keep-all", 0, NULL, opt, 9);
+    uint64_t P = poet_graph_param_count(&full);
+    float *w0 = malloc(4 * P), *x = malloc(4 * poet_shape_numel(&full.nodes[0].shape));
+    if (a.ok) rt_get_params(a.e, &full, w0); /* b and c start from a's weights */
+    rig_start_from(&b, &part, "keep-all", 0, NULL, opt, 9, w0);
+    rig_start_from(&c, &part, planner, 0.5, NULL, opt, 9, w0);
+    CHECK_MSG(a.ok && b.ok && c.ok, "--train %s: no engine", spec);
+    if (!a.ok || !b.ok || !c.ok) {
+        free(w0), free(x);
+        rig_free(&a), rig_free(&b), rig_free(&c);
+        poet_graph_free(&full), poet_graph_free(&part);
+        return;
+    }
+    int32_t y[BATCH];
+    poet_err err = {0};
+    int differ = 0, nonzero = 0, checked = 0;
+    for (int step = 0; step < 3; step++) {
+        double la, lb, lc;
+        rt_batch(&full, 41 + (uint64_t)step, x, y);
+        CHECK(!poet_engine_step(a.e, x, y, &la, &err) && !poet_engine_step(b.e, x, y, &lb, &err) &&
+              !poet_engine_step(c.e, x, y, &lc, &err));
+        CHECK(lb == lc && (step || la == lb)); /* the dense model trains other weights after step 0 */
+        if (step) continue;
+        for (int v = 0, u = 0; v < part.n_forward; v++) { /* u: v's node in the dense graph */
+            const poet_node *n = &part.nodes[v];
+            bool aux = n->op == POET_OP_CHANNEL_SELECT || n->op == POET_OP_RELU_MASK || n->op == POET_OP_POOL_INDEX;
+            if (aux || !n->params) {
+                u += !aux;
+                continue;
+            }
+            uint64_t na, nb, rows, cols, block;
+            const float *ga = poet_engine_params(a.e, u++, true, &na), *gb = poet_engine_params(b.e, v, true, &nb);
+            const poet_node *sel = part.nodes[v + 1].op == POET_OP_CHANNEL_SELECT ? &part.nodes[v + 1] : NULL;
+            if (!sel || !layer_blocks(n, &rows, &cols, &block)) {
+                differ += !same_bits(ga, gb, nb);
+                continue;
+            }
+            bool *chosen = calloc(cols / block, sizeof *chosen), listed, others;
+            uint64_t at = 0;
+            for (int k = 0; k < v; k++) at += part.nodes[k].params;
+            expected_channels(w0 + at, rows, cols, block, sel->attrs.features, chosen);
+            compare_columns(ga, gb, rows, cols, block, chosen, &listed, &others);
+            float *zero = calloc(rows * cols, sizeof *zero);
+            bool zeros, ignored;
+            compare_columns(zero, gb, rows, cols, block, chosen, &ignored, &zeros);
+            differ += !listed, nonzero += !zeros, checked++;
+            differ += !same_bits(ga + rows * cols, gb + rows * cols, nb - rows * cols); /* the bias */
+            free(chosen), free(zero);
+        }
+    }
+    CHECK_MSG(checked == selects && differ == 0 && nonzero == 0,
+              "%s --train %s: %d of %d layers' gradients differ from the dense ones, %d have gradients elsewhere", model,
+              spec, differ, checked, nonzero);
+    char hb[65], hc[65];
+    poet_engine_weights_sha256(b.e, hb), poet_engine_weights_sha256(c.e, hc);
+    CHECK_MSG(strcmp(hb, hc) == 0, "--train %s: keep-all and a schedule at %llu B train different weights",
+              spec, (unsigned long long)c.p.budget_bytes);
+    changed_schedules += c.sim.pagein_j > 0 || c.sim.compute_j > c.p.full_memory_energy_j * (1 + 1e-9);
+    float *w = malloc(4 * P);
+    int moved = 0, unlisted_moved = 0;
+    rt_get_params(b.e, &part, w);
+    for (int v = 0, at = 0; v + 1 < part.n_forward; at += (int)part.nodes[v++].params) {
+        uint64_t rows, cols, block;
+        const poet_node *sel = &part.nodes[v + 1];
+        if (sel->op != POET_OP_CHANNEL_SELECT || !layer_blocks(&part.nodes[v], &rows, &cols, &block)) continue;
+        bool *chosen = calloc(cols / block, sizeof *chosen), listed, others;
+        expected_channels(w0 + at, rows, cols, block, sel->attrs.features, chosen);
+        compare_columns(w0 + at, w + at, rows, cols, block, chosen, &listed, &others);
+        moved += !listed, unlisted_moved += !others;
+        free(chosen);
+    }
+    CHECK_MSG(moved == selects && unlisted_moved == 0, "--train %s: %d of %d layers' listed channels moved, %d others",
+              spec, moved, selects, unlisted_moved);
+    free(w0), free(w), free(x);
+    rig_free(&a), rig_free(&b), rig_free(&c);
+    poet_graph_free(&full), poet_graph_free(&part);
+}
+
 int main(void)
 {
+    test_channel_subsets("cnn_digits", "ratio:0.5", 0.5, "hybrid");
+    test_channel_subsets("cnn_digits", "ratio:0.3+masks+frozen-bn", 0.3, "hybrid");
+    test_channel_subsets("mlp_digits", "ratio:0.25", 0.25, "fast");
+    test_channel_subsets("cnn_digits", "last:3+ratio:0.5+masks", 0.5, "hybrid");
     test_relu_masks("biases", true);
     test_relu_masks("last:3+frozen-bn", false); /* the backward pass stops above the pool */
     test_rates_and_attention();
@@ -422,7 +584,7 @@ int main(void)
     test_gradient_slices("mlp_digits", "biases");
     test_trains_only_mask("mlp_digits", "last:2", POET_OPT_SGD);
     unlink(mask + 5);
-    printf("%d of 16 schedules paged or recomputed\n", changed_schedules);
+    printf("%d of 20 schedules paged or recomputed\n", changed_schedules);
     CHECK(changed_schedules > 0);
     return check_report();
 }

@@ -64,8 +64,8 @@ static const char EXPORT_HELP[] =
     "the graph's ops and shapes, the schedule as an instruction stream with arena\n"
     "offsets, the initial weights (from --seed) and the memory it takes. One\n"
     "firmware trains any image (include/poet/device.h, examples/firmware/).\n"
-    "  --train SPEC  what trains: all, biases, last:N or mask:FILE, then\n"
-    "                +frozen-bn, +masks (docs/partial.md)\n"
+    "  --train SPEC  what trains: all, biases, last:N, ratio:R or mask:FILE, then\n"
+    "                +frozen-bn, +masks, +ratio:R (docs/partial.md)\n"
     "  --chunk N     the kernels' scratch holds im2col chunks of N output positions\n"
     "                (default 16; 1 is the least memory, 0 whole images, the fastest)\n";
 
@@ -170,8 +170,8 @@ static const char EMULATE_HELP[] =
     "steps under the same schedule and under keep-all (--no-host skips those).\n"
     "A model that does not fit the board is refused before QEMU starts.\n"
     "  --steps N       training steps (default 5)\n"
-    "  --train SPEC    what trains: all, biases, last:N or mask:FILE, then\n"
-    "                +frozen-bn, +masks (docs/partial.md)\n"
+    "  --train SPEC    what trains: all, biases, last:N, ratio:R or mask:FILE, then\n"
+    "                +frozen-bn, +masks, +ratio:R (docs/partial.md)\n"
     "  --keep DIR      keep the image, data, storage and weights files there\n"
     "  --memory BYTES  hand the device library only this much of the pool\n"
     "  --fail-write N  the SD card's Nth write fails (fault injection); --fail-read too\n"

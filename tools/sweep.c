@@ -23,8 +23,8 @@ static const char SWEEP_HELP[] =
     "off), or any planner name; default joint,remat-only,paging-only,chen-sqrt,\n"
     "remat-dtr,paging,hybrid.\n"
     "  --points N        2 to 100 (default 8)\n"
-    "  --train SPEC      what trains: all (default), biases, last:N or mask:FILE\n"
-    "                    (+frozen-bn, +masks)\n"
+    "  --train SPEC      what trains: all (default), biases, last:N, ratio:R or mask:FILE\n"
+    "                    (+frozen-bn, +masks, +ratio:R)\n"
     "  --time-limit S    per point for fast and milp, default 10 s\n";
 
 enum { MAX_SERIES = 16, MAX_FACTORS = 8 };

@@ -54,6 +54,8 @@ typedef enum poet_op {
     POET_OP_SLICE,        /* [start, end) of one axis */
     POET_OP_RELU_MASK,    /* the sign bits of a relu's output, 32 a word: what its backward reads instead */
     POET_OP_POOL_INDEX,   /* per max-pool output, its window's argmax, 4 bytes a word: what its backward reads */
+    POET_OP_CHANNEL_SELECT, /* the input channels of a conv or linear layer whose weights train (ratio:R): what its
+                             * weight gradient reads */
     POET_OP_COUNT
 } poet_op;
 
@@ -79,20 +81,23 @@ enum {
     POET_ATTR_FREEZE_WEIGHTS = 256, /* the weights (conv, linear), gamma (norms) or parameter operand do not train */
     POET_ATTR_FREEZE_BIAS = 512,    /* the bias (conv, linear) or beta (norms) does not train */
     POET_ATTR_BN_EVAL = 1024,       /* batchnorm2d: normalizes with its running statistics, in training too */
-    POET_ATTR_COMPACT_READ = 2048   /* relu, maxpool2d: the next node (relu_mask, pool_index) is what the backward reads */
+    POET_ATTR_COMPACT_READ = 2048   /* relu, maxpool2d, conv2d, linear: the next node (relu_mask, pool_index,
+                                     * channel_select) is what the backward reads */
 };
 
 /* Every field is 4 bytes, so the struct has one layout everywhere (the
  * device image carries it as it is). */
 typedef struct poet_attrs {
     int32_t ndim, dim[POET_MAX_DIMS]; /* input: its shape; reshape: the output's; add...div: the operand's */
-    int32_t features;                 /* conv2d: output channels; linear: output features */
+    int32_t features;                 /* conv2d: output channels; linear: output features; channel_select: kept */
     int32_t kernel, stride, pad;      /* conv2d, pools: square shorthands for the fields below */
     int32_t kh, kw, sh, sw;           /* window and strides */
     int32_t pt, pl, pb, pr;           /* padding: top, left, bottom, right */
     int32_t dh, dw, groups;           /* conv2d: dilations (0: 1) and groups (0: 1) */
     int32_t heads, seq;               /* attention: heads; sequence length (rows = batch * seq) */
-    int32_t axis, start, end;         /* softmax (-1: the last), concat, slice; negative counts from the end */
+    int32_t axis, start, end;         /* softmax (-1: the last), concat, slice; negative counts from the end;
+                                       * channel_select: the channel axis, and where its channels start in the
+                                       * list of every select's channels */
     int32_t perm[POET_MAX_DIMS];      /* transpose */
     int32_t flags;                    /* POET_ATTR_* */
     float p;                          /* dropout probability */
@@ -199,11 +204,18 @@ static inline uint64_t poet_param_trained(poet_op op, const poet_attrs *a, uint6
  * those gradients need: nothing below the lowest trained layer, and no
  * input of a layer whose weights are frozen kept for their gradient.
  * spec (docs/partial.md): "all"; "biases" (biases and norms' beta);
- * "last:N" (the last N nodes with parameters); "mask:FILE" (lines "NODE
+ * "last:N" (the last N nodes with parameters); "ratio:R" (everything
+ * trains, but of each conv's (not grouped) and linear layer's C input
+ * channels only ceil(R x C), 0 < R <= 1: a channel_select node after the
+ * layer holds them for its weight gradient; which ones the device image
+ * says, chosen by weight norm); "mask:FILE" (lines "NODE
  * all|weights|bias|none"; nodes not named are frozen); any of them followed
  * by "+frozen-bn": batch norms normalize with their running statistics and
- * leave them as they are (POET_ATTR_BN_EVAL). g must have its backward
- * pass; on failure it is unchanged. */
+ * leave them as they are (POET_ATTR_BN_EVAL); "+masks": relus and max
+ * pools keep a bit mask or argmax indices for their backward where that
+ * frees what it read; "+ratio:R": the trained layers' weights train on
+ * ceil(R x C) input channels, as ratio:R does for all. g must have its backward pass; on failure it is
+ * unchanged. */
 poet_status poet_graph_set_trainable(poet_graph *g, const char *spec, poet_err *err);
 
 uint64_t poet_graph_param_count(const poet_graph *g);  /* trainable */

@@ -116,8 +116,10 @@ static bool grad_shapes_ok(const knode *nodes, const knode *n, int v)
     if (n->reads != image_reads_of(&fv, n->wrt)) return false;
     int k = 0;
     const int32_t want[5] = {-2, f->inputs[0], f->n_inputs > 1 ? f->inputs[1] : -3, n->fwd, n->fwd + 1};
-    if ((n->reads & KR_MASK) && !((f->op == POET_OP_RELU && nodes[n->fwd + 1].op == POET_OP_RELU_MASK) ||
-                                  (f->op == POET_OP_MAXPOOL2D && nodes[n->fwd + 1].op == POET_OP_POOL_INDEX)))
+    poet_op next = (poet_op)nodes[n->fwd + 1].op;
+    if ((n->reads & KR_MASK) && !((f->op == POET_OP_RELU && next == POET_OP_RELU_MASK) ||
+                                  (f->op == POET_OP_MAXPOOL2D && next == POET_OP_POOL_INDEX) ||
+                                  ((f->op == POET_OP_CONV2D || f->op == POET_OP_LINEAR) && next == POET_OP_CHANNEL_SELECT)))
         return false;
     for (int b = 0; b < 5; b++) {
         if (!(n->reads & (1u << b))) continue;
@@ -150,6 +152,39 @@ static const char *node_problem(const img_header *h, const knode *nodes, uint32_
                  : (uint64_t)n->grad_at + knode_trained(n) > h->n_trained)
         return "gradients outside the image";
     return NULL;
+}
+
+/* What is wrong with channel_select v (ratio:R), or NULL: it follows the
+ * conv (not grouped) or linear layer whose weight gradient reads it, reads
+ * that layer's input along its input-channel axis, and lists channels of
+ * it in ascending order. */
+static const char *select_problem(const knode *nodes, const uint32_t *list, uint32_t v)
+{
+    const knode *n = &nodes[v], *layer = &nodes[v - 1];
+    bool conv = layer->op == POET_OP_CONV2D && layer->attrs.groups <= 1;
+    if (!(conv || layer->op == POET_OP_LINEAR) || !(layer->attrs.flags & POET_ATTR_COMPACT_READ) ||
+        n->inputs[0] != layer->inputs[0])
+        return "not after the layer it selects for";
+    const knode *x = &nodes[layer->inputs[0]];
+    if (n->attrs.axis != (conv ? 1 : x->ndim - 1)) return "not the layer's channel axis";
+    for (int32_t j = 0; j < n->attrs.features; j++)
+        if ((int32_t)list[n->attrs.start + j] >= x->dim[n->attrs.axis] ||
+            (j && list[n->attrs.start + j] <= list[n->attrs.start + j - 1]))
+            return "its channels";
+    return NULL;
+}
+
+static poet_status check_channels(const uint8_t *img, const img_header *h, const knode *nodes, poet_err *err)
+{
+    uint64_t listed = knode_channels_listed(nodes, h->n_forward);
+    if (listed ? !within(h, h->channels_at, listed, 4) : h->channels_at != 0)
+        return poet_fail(err, POET_ERR_PARSE, "device image: malformed header (channel lists)");
+    const uint32_t *list = (const uint32_t *)(const void *)(img + h->channels_at);
+    for (uint32_t v = 1; v < h->n_forward; v++) {
+        const char *why = nodes[v].op == POET_OP_CHANNEL_SELECT ? select_problem(nodes, list, v) : NULL;
+        if (why) return poet_fail(err, POET_ERR_PARSE, "device image: node %u is malformed (%s)", (unsigned)v, why);
+    }
+    return POET_OK;
 }
 
 static poet_status check_nodes(const img_header *h, const knode *nodes, poet_err *err)
@@ -207,6 +242,7 @@ static poet_status check_body(const uint8_t *img, const img_header *h, poet_err 
     const knode *nodes = (const knode *)(const void *)(img + h->nodes_at);
     const uint64_t *slots = (const uint64_t *)(const void *)(img + h->slots_at);
     poet_status st = check_nodes(h, nodes, err);
+    if (!st) st = check_channels(img, h, nodes, err);
     for (uint32_t v = 0; !st && v < h->n_nodes; v++)
         if (slots[v] != UINT64_MAX && (slots[v] > h->storage_bytes || 4ull * nodes[v].numel > h->storage_bytes - slots[v]))
             st = poet_fail(err, POET_ERR_PARSE, "device image: the storage slot of node %u is malformed", (unsigned)v);
@@ -344,6 +380,11 @@ static void touch(poet_dev *d, const kbuffer *b)
     if (b->bytes && b->offset + b->bytes > d->stats.arena_peak_bytes) d->stats.arena_peak_bytes = b->offset + b->bytes;
 }
 
+static const uint32_t *channel_lists(const poet_dev *d)
+{
+    return d->h->channels_at ? (const uint32_t *)(const void *)(d->image + d->h->channels_at) : NULL;
+}
+
 static double now(const poet_dev *d) { return d->clock ? d->clock() : 0.0; }
 
 static poet_status compute(poet_dev *d, const kbuffer *bufs, const kinstr *in, bool training, poet_err *err)
@@ -353,7 +394,8 @@ static poet_status compute(poet_dev *d, const kbuffer *bufs, const kinstr *in, b
     kernel_ctx c = {.nodes = d->nodes, .n = n, .out = tensor(d, bufs, in->node), .params = d->params + n->param_at,
                     .running = d->state + n->buffer_at, .batch_x = d->batch_x, .labels = d->labels,
                     .dropout_seed = rt_mix64(d->h->seed ^ rt_mix64(d->step + 0x5eed)), .work = d->work,
-                    .work_floats = (size_t)(d->h->workspace_bytes / 4), .training = training};
+                    .work_floats = (size_t)(d->h->workspace_bytes / 4), .training = training,
+                    .channels = channel_lists(d)};
     /* side effects belong to a node's own stage, never to a recomputation */
     if (first && n->op == POET_OP_GRAD && n->params) {
         const knode *f = &d->nodes[n->fwd];
@@ -500,6 +542,21 @@ static void optimizer_update_range(poet_dev *d, uint64_t p, uint64_t g, uint64_t
             if (mask[(p + i) / 8] >> ((p + i) % 8) & 1) optimizer_update_one(d, p + i, g + i, lr, c1, c2);
 }
 
+/* A layer whose weight gradient reads a channel_select (ratio:R): only the
+ * weights that read its channels train; the others keep their value, even
+ * under weight decay. */
+static void optimizer_update_selected(poet_dev *d, const knode *n, const knode *sel, float lr, float c1, float c2)
+{
+    uint64_t rows = (uint64_t)n->attrs.features, cols = knode_weights(n) / rows;
+    uint64_t block = n->op == POET_OP_CONV2D ? (uint64_t)n->attrs.kh * (uint64_t)n->attrs.kw : 1;
+    const uint32_t *list = channel_lists(d) + sel->attrs.start;
+    for (uint64_t f = 0; f < rows; f++)
+        for (int32_t j = 0; j < sel->attrs.features; j++) {
+            uint64_t at = f * cols + list[j] * block;
+            optimizer_update_range(d, n->param_at + at, n->grad_at + at, block, lr, c1, c2);
+        }
+}
+
 /* Frozen tensors have neither gradients nor optimizer state. */
 static void optimizer_update(poet_dev *d)
 {
@@ -511,7 +568,11 @@ static void optimizer_update(poet_dev *d)
         poet_param_split((poet_op)n->op, &n->attrs, n->params, &w, &b);
         poet_param_trained_split((poet_op)n->op, &n->attrs, n->params, &tw, &tb);
         float lw = d->rates ? d->rates[2 * v] : h->lr, lb = d->rates ? d->rates[2 * v + 1] : h->lr;
-        optimizer_update_range(d, n->param_at, n->grad_at, tw, lw, c1, c2);
+        const knode *sel = knode_select_after(d->nodes, h->n_forward, v);
+        if (sel && tw)
+            optimizer_update_selected(d, n, sel, lw, c1, c2);
+        else
+            optimizer_update_range(d, n->param_at, n->grad_at, tw, lw, c1, c2);
         optimizer_update_range(d, n->param_at + w, n->grad_at + tw, tb, lb, c1, c2);
     }
 }

@@ -15,7 +15,7 @@
 #include "poet/graph.h"
 
 #define POET_IMAGE_MAGIC "POETIMG"  /* and a NUL: 8 bytes */
-#define POET_IMAGE_VERSION 3u
+#define POET_IMAGE_VERSION 4u
 #define POET_IMAGE_ALIGN 8u         /* every section starts at a multiple */
 
 /* What a grad node's inputs are, in this order: the incoming gradient,
@@ -81,7 +81,7 @@ typedef struct img_header {
     uint32_t optimizer;             /* poet_optimizer_kind */
     float lr, momentum, beta1, beta2, eps, weight_decay;
     uint32_t n_trained;             /* floats of the parameters that train: gradients and optimizer state */
-    uint32_t reserved1;             /* keep the 8-byte fields aligned without padding */
+    uint32_t channels_at;           /* the channel_select nodes' input channels (uint32, ascending in each), or 0 */
     uint64_t seed;
     uint64_t n_params, n_state;     /* floats: parameters; batch norm statistics */
     uint64_t batch_numel;           /* floats of one batch's input */
@@ -100,6 +100,23 @@ static inline uint64_t knode_weights(const knode *n)
     if (n->op != POET_OP_CONV2D && n->op != POET_OP_LINEAR) return 0;
     poet_param_split((poet_op)n->op, &n->attrs, n->params, &w, &b);
     return w;
+}
+
+/* The channel_select after forward node v, which its weight gradient
+ * reads (ratio:R), or NULL. */
+static inline const knode *knode_select_after(const knode *nodes, uint32_t n_forward, uint32_t v)
+{
+    return v + 1 < n_forward && nodes[v + 1].op == POET_OP_CHANNEL_SELECT ? &nodes[v + 1] : NULL;
+}
+
+/* Entries of the image's channel lists: past the end of the last select's. */
+static inline uint64_t knode_channels_listed(const knode *nodes, uint32_t n_forward)
+{
+    uint64_t end = 0;
+    for (uint32_t v = 0; v < n_forward; v++)
+        if (nodes[v].op == POET_OP_CHANNEL_SELECT && (uint64_t)nodes[v].attrs.start + (uint64_t)nodes[v].attrs.features > end)
+            end = (uint64_t)nodes[v].attrs.start + (uint64_t)nodes[v].attrs.features;
+    return end;
 }
 
 /* Of a forward node's parameters, the floats that train. */

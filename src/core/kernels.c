@@ -338,21 +338,45 @@ static void conv_backward_input(const kernel_ctx *c, conv_dims d, const float *d
             }
 }
 
-static void conv_backward_params(const kernel_ctx *c, conv_dims d, const float *dy, const float *x)
+/* The channels a layer's weight gradient reads (the channel_select after
+ * it, ratio:R), or NULL: all. */
+static const knode *selected_of(const kernel_ctx *c)
 {
-    float *dw = c->grad_w;
-    idx chunk = conv_chunk(c, d);
-    if (dw) memset(dw, 0, (size_t)(d.F * d.KK) * sizeof(float));
-    for (idx n = 0; dw && n < d.N; n++)
+    return c->n->reads & KR_MASK ? &c->nodes[c->n->fwd + 1] : NULL;
+}
+
+/* dw[f][k] for the input channels x holds: all of them, or, with sel, the
+ * sel->attrs.features of its list (x is then the select's output; the
+ * other channels' gradients stay 0). Per selected channel the same sums, in
+ * the same order, as with every channel. */
+static void conv_weight_gradient(const kernel_ctx *c, conv_dims d, const float *dy, const float *x, const knode *sel,
+                                 float *dw)
+{
+    conv_dims s = d; /* the channels x holds */
+    idx K2 = d.KH * d.KW, ns = sel ? sel->attrs.features : 1;
+    const uint32_t *list = sel ? c->channels + sel->attrs.start : NULL;
+    if (sel) s.C = s.CG = ns, s.KK = ns * K2;
+    idx chunk = conv_chunk(c, s);
+    memset(dw, 0, (size_t)(d.F * d.KK) * sizeof(float));
+    for (idx n = 0; n < d.N; n++)
         for (idx gr = 0; gr < d.G; gr++)
             for (idx p0 = 0; p0 < d.PP; p0 += chunk) {
                 idx np = d.PP - p0 < chunk ? d.PP - p0 : chunk;
-                gather_patches(x + (n * d.C + gr * d.CG) * d.H * d.W, d, p0, np, c->work, 1, d.KK);
-                /* dw[f][k] += sum over p of dy[f][p] row[p][k] */
-                gemm_args g = {dy + (n * d.F + gr * d.FG) * d.PP + p0, d.PP, 1, c->work, d.KK, 1, np,
-                               dw + gr * d.FG * d.KK, d.KK, NULL, true};
-                gemm(&g, d.FG, d.KK);
+                gather_patches(x + (n * s.C + gr * s.CG) * d.H * d.W, s, p0, np, c->work, 1, s.KK);
+                /* dw[f][k] += sum over p of dy[f][p] row[p][k]: every k at once, or a channel's K2 at a time */
+                for (idx j = 0; j < ns; j++) {
+                    idx cols = sel ? K2 : d.KK, to = sel ? (idx)list[j] * K2 : 0;
+                    gemm_args g = {dy + (n * d.F + gr * d.FG) * d.PP + p0, d.PP, 1, c->work + j * K2, s.KK, 1, np,
+                                   dw + gr * d.FG * d.KK + to, d.KK, NULL, true};
+                    gemm(&g, d.FG, cols);
+                }
             }
+}
+
+static void conv_backward_params(const kernel_ctx *c, conv_dims d, const float *dy, const float *x)
+{
+    float *dw = c->grad_w;
+    if (dw) conv_weight_gradient(c, d, dy, x, selected_of(c), dw);
     float *db = c->grad_b;
     if (!db) return;
     for (idx f = 0; f < d.F; f++) {
@@ -367,7 +391,7 @@ static void conv_backward(const kernel_ctx *c)
     grad_reads r = reads_of(c);
     conv_dims d = conv_dims_of(fwd_of(c), fwd_in(c, 0));
     if (c->n->wrt == 0) conv_backward_input(c, d, r.dy);
-    conv_backward_params(c, d, r.dy, r.x0);
+    conv_backward_params(c, d, r.dy, selected_of(c) ? r.mask : r.x0);
 }
 
 /* ---- batch norm (training: batch statistics; inference: running) ---- */
@@ -548,16 +572,36 @@ static void linear_backward(const kernel_ctx *c)
     if (dw) memset(dw, 0, (size_t)(I * O) * sizeof(float));
     if (db) memset(db, 0, (size_t)O * sizeof(float));
     if (!dw && !db) return;
+    const knode *sel = selected_of(c); /* then x holds only the channels listed */
+    idx S = sel ? sel->attrs.features : I;
+    const uint32_t *list = sel ? c->channels + sel->attrs.start : NULL;
+    const float *xs = sel ? g.mask : g.x0;
     for (idx r = 0; r < R; r++)
         for (idx o = 0; o < O; o++) {
             float gy = g.dy[r * O + o];
             if (dw) {
-                const float *xr = g.x0 + r * I;
+                const float *xr = xs + r * S;
                 float *dwr = dw + o * I;
-                for (idx i = 0; i < I; i++) dwr[i] += gy * xr[i];
+                if (sel)
+                    for (idx j = 0; j < S; j++) dwr[list[j]] += gy * xr[j];
+                else
+                    for (idx i = 0; i < I; i++) dwr[i] += gy * xr[i];
             }
             if (db) db[o] += gy;
         }
+}
+
+/* The listed channels of the input, in their order. */
+static void channel_select_forward(const kernel_ctx *c)
+{
+    const knode *x = node_in(c, 0);
+    idx axis = c->n->attrs.axis, C = x->dim[axis], S = c->n->attrs.features, outer = 1, inner = 1;
+    for (idx i = 0; i < axis; i++) outer *= x->dim[i];
+    for (idx i = axis + 1; i < x->ndim; i++) inner *= x->dim[i];
+    const uint32_t *list = c->channels + c->n->attrs.start;
+    for (idx o = 0; o < outer; o++)
+        for (idx j = 0; j < S; j++)
+            memcpy(c->out + (o * S + j) * inner, c->in[0] + (o * C + (idx)list[j]) * inner, (size_t)inner * sizeof(float));
 }
 
 /* ---- pools: windows over padding that counts as absent (max) or as zero (average) ---- */
@@ -1326,6 +1370,7 @@ static const struct {
     [POET_OP_SLICE] = {slice_forward, slice_backward},
     [POET_OP_RELU] = {unary_run_forward, unary_run_backward},
     [POET_OP_RELU_MASK] = {relu_mask_forward, NULL},
+    [POET_OP_CHANNEL_SELECT] = {channel_select_forward, NULL},
     [POET_OP_POOL_INDEX] = {pool_index_forward, NULL},
     [POET_OP_GELU] = {unary_run_forward, unary_run_backward},
     [POET_OP_SIGMOID] = {unary_run_forward, unary_run_backward},

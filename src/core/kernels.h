@@ -33,6 +33,7 @@ typedef struct kernel_ctx {
     float *work;           /* scratch of work_floats >= kernel_workspace_min */
     size_t work_floats;
     bool training;
+    const uint32_t *channels; /* the image's channel lists (channel_select, ratio:R), or NULL */
 } kernel_ctx;
 
 /* Computes ctx->n; returns false for an op the runtime does not execute. */

@@ -174,6 +174,15 @@ static int gradient_of(poet_graph *g, grad_lists *l, int f)
     return emit_grad_sum(g, terms, n, &g->nodes[f]);
 }
 
+/* Of forward node f's input channels, the share its weight gradient reads:
+ * those of the channel_select after it (ratio:R), or all. */
+static double channel_share(const poet_graph *g, int f, unsigned reads)
+{
+    const poet_node *sel = &g->nodes[f + 1];
+    if (!(reads & READ_MASK) || sel->op != POET_OP_CHANNEL_SELECT) return 1.0;
+    return (double)sel->attrs.features / (double)g->nodes[sel->inputs[0]].shape.dim[sel->attrs.axis];
+}
+
 /* Emits the gradient of forward node f with respect to input wrt. */
 static int emit_grad(poet_graph *g, int f, int wrt, int dy)
 {
@@ -199,8 +208,9 @@ static int emit_grad(poet_graph *g, int f, int wrt, int dy)
      * gradient does only the weight-gradient half. */
     if (op_grad_rule(fw) == GRAD_PER_INPUT)
         n->flops = 2.0 * fw->flops / fw->n_inputs;
-    else /* and a bias alone costs a sum of dY */
-        n->flops = (wrt < 0 ? 0.0 : fw->flops) + (fw->attrs.flags & POET_ATTR_FREEZE_WEIGHTS ? 0.0 : fw->flops);
+    else /* and a bias alone costs a sum of dY; weights that read only some input channels, their share */
+        n->flops = (wrt < 0 ? 0.0 : fw->flops) +
+                   (fw->attrs.flags & POET_ATTR_FREEZE_WEIGHTS ? 0.0 : fw->flops * channel_share(g, f, reads));
     if (n->flops == 0) n->flops = (double)poet_shape_numel(&fw->shape);
     if (wrt < 0)
         snprintf(n->name, sizeof n->name, "%.*s.grad_params", POET_NAME_BYTES - 13, fw->name);

@@ -220,6 +220,23 @@ static poet_status infer_pool_index(const poet_graph *g, poet_node *n, poet_err 
     return POET_OK;
 }
 
+/* The `features` channels of its input along `axis` that a layer's weight
+ * gradient reads (which ones: the image's channel list from `start`). */
+static poet_status infer_channel_select(const poet_graph *g, poet_node *n, poet_err *err)
+{
+    const poet_node *x = in(g, n, 0);
+    int axis = n->attrs.axis;
+    if (axis < 1 || axis >= x->shape.ndim || n->attrs.start < 0 || n->attrs.features < 1 ||
+        n->attrs.features >= x->shape.dim[axis])
+        return poet_fail(err, POET_ERR_INVALID, "channel_select '%s': %d of the %lld channels of axis %d", n->name,
+                         (int)n->attrs.features, axis >= 0 && axis < x->shape.ndim ? (long long)x->shape.dim[axis] : 0LL,
+                         axis);
+    n->shape = x->shape;
+    n->shape.dim[axis] = n->attrs.features;
+    n->flops = numel_d(&n->shape);
+    return POET_OK;
+}
+
 UNARY(gelu, 8.0)       /* tanh or erf, and a few products */
 UNARY(sigmoid, 4.0)    /* exp, add, divide, negate */
 UNARY(tanh, 4.0)
@@ -517,6 +534,7 @@ static const op_def OPS[POET_OP_COUNT] = {
     [POET_OP_RELU] = {"relu", 1, 1, infer_relu, GRAD_PER_INPUT, {READ_OUT, 0}, false, NULL, NULL},
     [POET_OP_RELU_MASK] = {"relu_mask", 1, 1, infer_relu_mask, GRAD_NONE, {0, 0}, false, NULL, NULL},
     [POET_OP_POOL_INDEX] = {"pool_index", 2, 2, infer_pool_index, GRAD_NONE, {0, 0}, false, NULL, NULL},
+    [POET_OP_CHANNEL_SELECT] = {"channel_select", 1, 1, infer_channel_select, GRAD_NONE, {0, 0}, false, NULL, NULL},
     [POET_OP_MAXPOOL2D] = {"maxpool2d", 1, 1, infer_pool, GRAD_PER_INPUT, {READ_IN0, 0}, false, NULL, NULL},
     [POET_OP_AVGPOOL2D] = {"avgpool2d", 1, 1, infer_pool, GRAD_PER_INPUT, {0, 0}, false, NULL, NULL},
     [POET_OP_GLOBAL_AVGPOOL] = {"global_avgpool", 1, 1, infer_global_avgpool, GRAD_PER_INPUT, {0, 0}, false, NULL, NULL},

@@ -2,6 +2,7 @@
 #include "ops.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,12 +78,29 @@ static poet_status read_mask(const poet_graph *g, const char *path, int *freeze,
     return st;
 }
 
-/* The freeze flags of each forward node under spec. */
-static poet_status parse_spec(const poet_graph *g, const char *spec, int *freeze, poet_err *err)
+/* "ratio:R", 0 < R <= 1: the share of a trained layer's input channels
+ * that train. */
+static bool parse_ratio(const char *spec, double *ratio)
+{
+    char *end = NULL;
+    if (strncmp(spec, "ratio:", 6) != 0 || !spec[6] || isspace((unsigned char)spec[6])) return false;
+    *ratio = strtod(spec + 6, &end);
+    return !*end && *ratio > 0 && *ratio <= 1;
+}
+
+/* The freeze flags of each forward node under spec, and the ratio of
+ * input channels that train (0: all). */
+static poet_status parse_spec(const poet_graph *g, const char *spec, int *freeze, double *ratio, poet_err *err)
 {
     int layers = 0, last = 0;
+    *ratio = 0;
     for (int v = 0; v < g->n_forward; v++) layers += g->nodes[v].params > 0, freeze[v] = 0;
     if (strcmp(spec, "all") == 0) return POET_OK;
+    if (strncmp(spec, "ratio:", 6) == 0) {
+        if (!parse_ratio(spec, ratio))
+            return poet_fail(err, POET_ERR_INVALID, "--train %s: the ratio must be a number in (0, 1]", spec);
+        return POET_OK;
+    }
     if (strcmp(spec, "biases") == 0) {
         for (int v = 0; v < g->n_forward; v++) freeze[v] = POET_ATTR_FREEZE_WEIGHTS;
         return POET_OK;
@@ -101,8 +119,8 @@ static poet_status parse_spec(const poet_graph *g, const char *spec, int *freeze
         return POET_OK;
     }
     return poet_fail(err, POET_ERR_INVALID,
-                     "--train: expected all, biases, last:N (N >= 1) or mask:FILE, each optionally followed by "
-                     "+frozen-bn and +masks, got '%s'", spec);
+                     "--train: expected all, biases, last:N (N >= 1), ratio:R (0 < R <= 1) or mask:FILE, each "
+                     "optionally followed by +frozen-bn, +masks and +ratio:R, got '%s'", spec);
 }
 
 static void apply(poet_graph *g, const int *flags)
@@ -119,50 +137,75 @@ static bool cut_suffix(char *spec, const char *suffix)
     return true;
 }
 
-/* The spec without its "+frozen-bn" and "+masks" (in either order). */
-static char *base_of(const char *spec, bool *frozen_bn, bool *masks)
+/* The spec without its suffixes "+frozen-bn", "+masks" and "+ratio:R" (in
+ * any order); *ratio_word points at the last's "ratio:R", or is NULL. */
+static char *base_of(const char *spec, bool *frozen_bn, bool *masks, const char **ratio_word)
 {
     char *base = malloc(strlen(spec) + 1);
     *frozen_bn = *masks = false;
+    *ratio_word = NULL;
     if (!base) return NULL;
     strcpy(base, spec);
     for (bool more = true; more;) {
         bool f = cut_suffix(base, FROZEN_BN), r = cut_suffix(base, MASKS);
-        *frozen_bn |= f, *masks |= r, more = f || r;
+        char *plus = strrchr(base, '+');
+        bool q = !*ratio_word && plus && strncmp(plus + 1, "ratio:", 6) == 0;
+        if (q) *plus = 0, *ratio_word = plus + 1;
+        *frozen_bn |= f, *masks |= r, more = f || r || q;
     }
     return base;
 }
 
-/* ---- relu masks and max-pool indices ---- */
+/* ---- relu masks, max-pool indices and channel selects ---- */
 
-static bool is_aux(poet_op op) { return op == POET_OP_RELU_MASK || op == POET_OP_POOL_INDEX; }
+static bool is_aux(poet_op op)
+{
+    return op == POET_OP_RELU_MASK || op == POET_OP_POOL_INDEX || op == POET_OP_CHANNEL_SELECT;
+}
 
 static bool same_node(const poet_node *a, const poet_node *b)
 {
     return a->bytes == b->bytes && a->flops == b->flops && a->params == b->params && a->buffers == b->buffers;
 }
 
-/* After relu v its mask, after max pool v its indices (which read the
- * pool's input and the pool, with its window). */
-static void add_aux(poet_graph *h, const poet_node *n, int v, const int *ins)
+/* The axis a conv's or linear layer's weights see as input channels. */
+static int channel_axis(const poet_graph *g, const poet_node *n)
+{
+    return n->op == POET_OP_CONV2D ? 1 : g->nodes[n->inputs[0]].shape.ndim - 1;
+}
+
+/* After relu v its mask; after max pool v its indices (which read the
+ * pool's input and the pool, with its window); after conv or linear v the
+ * `keep` input channels its weight gradient reads, their list from *listed
+ * on in the image's channel lists. */
+static void add_aux(poet_graph *h, const poet_node *n, int v, const int *ins, int keep, int *listed)
 {
     char name[POET_NAME_BYTES];
-    bool relu = n->op == POET_OP_RELU;
-    snprintf(name, sizeof name, "%.*s.%s", POET_NAME_BYTES - 8, n->name, relu ? "mask" : "index");
+    const char *what = n->op == POET_OP_RELU ? "mask" : n->op == POET_OP_MAXPOOL2D ? "index" : "select";
+    snprintf(name, sizeof name, "%.*s.%s", POET_NAME_BYTES - 8, n->name, what);
     poet_attrs a = n->attrs;
     a.flags &= ~POET_ATTR_COMPACT_READ;
     int reads[2] = {ins[0], v}; /* the pool's input, and the pool */
-    if (relu) poet_graph_add(h, POET_OP_RELU_MASK, &v, 1, NULL, name);
-    else poet_graph_add(h, POET_OP_POOL_INDEX, reads, 2, &a, name);
+    if (n->op == POET_OP_RELU) {
+        poet_graph_add(h, POET_OP_RELU_MASK, &v, 1, NULL, name);
+    } else if (n->op == POET_OP_MAXPOOL2D) {
+        poet_graph_add(h, POET_OP_POOL_INDEX, reads, 2, &a, name);
+    } else {
+        poet_attrs sel = {0};
+        sel.features = keep, sel.axis = channel_axis(h, &h->nodes[v]), sel.start = *listed;
+        *listed += keep;
+        poet_graph_add(h, POET_OP_CHANNEL_SELECT, ins, 1, &sel, name);
+    }
 }
 
-/* The forward pass again, without masks and indices, then with one after
- * each relu or max pool that aux_after[] names (old indices, or NULL):
- * indices shift and inputs follow; the backward pass is dropped. Every node
- * is inferred again and must come out as it was; g is unchanged on failure. */
-static poet_status rebuild_forward(poet_graph *g, const bool *aux_after, poet_err *err)
+/* The forward pass again, without masks, indices and selects, then with
+ * one after each node v with aux_after[v] != 0 (old indices; NULL: none;
+ * a conv or linear layer: the channels kept): indices shift and inputs
+ * follow; the backward pass is dropped. Every node is inferred again and
+ * must come out as it was; g is unchanged on failure. */
+static poet_status rebuild_forward(poet_graph *g, const int *aux_after, poet_err *err)
 {
-    int F = g->n_forward, *map = malloc((size_t)F * sizeof *map);
+    int F = g->n_forward, *map = malloc((size_t)F * sizeof *map), listed = 0;
     poet_graph h;
     if (!map) return poet_fail(err, POET_ERR_NOMEM, "out of memory placing masks");
     poet_status st = poet_graph_init(&h, g->model, g->batch, err);
@@ -172,13 +215,13 @@ static poet_status rebuild_forward(poet_graph *g, const bool *aux_after, poet_er
         if (is_aux(n->op)) continue; /* only backward nodes read one */
         int ins[POET_MAX_INPUTS];
         for (int j = 0; j < n->n_inputs; j++) ins[j] = map[n->inputs[j]];
-        bool aux = aux_after && aux_after[v];
+        int aux = aux_after ? aux_after[v] : 0;
         poet_attrs a = n->attrs;
         a.flags = (a.flags & ~POET_ATTR_COMPACT_READ) | (aux ? POET_ATTR_COMPACT_READ : 0);
         map[v] = poet_graph_add(&h, n->op, ins, n->n_inputs, &a, n->name);
         if (map[v] >= 0 && !same_node(&h.nodes[map[v]], n))
             st = poet_fail(err, POET_ERR_UNSUPPORTED, "+masks: node %s cannot be built again as it is", n->name);
-        if (!st && aux) add_aux(&h, n, map[v], ins);
+        if (!st && aux) add_aux(&h, n, map[v], ins, aux, &listed);
         if (!st && h.err.status) st = poet_fail(err, h.err.status, "%s", h.err.msg);
     }
     free(map);
@@ -240,25 +283,61 @@ static int choose_aux(const poet_graph *g, bool *aux)
     return count;
 }
 
-/* With the flags applied: the backward pass, with relu masks and max-pool
- * indices where they free what their backward read (masks), none otherwise. */
-static poet_status derive(poet_graph *g, bool masks, poet_err *err)
+/* The conv (not grouped) and linear layers whose weights train and whose
+ * gradient reads their input: aux[v] = the ceil(ratio x C) of their C input
+ * channels that train, where that is fewer than C (0 otherwise). */
+static int choose_selects(const poet_graph *g, double ratio, int *aux)
+{
+    int F = g->n_forward, count = 0;
+    for (int v = 0; v < F; v++) {
+        const poet_node *n = &g->nodes[v];
+        aux[v] = 0;
+        bool layer = (n->op == POET_OP_CONV2D && n->attrs.groups <= 1) || n->op == POET_OP_LINEAR;
+        if (!layer || (n->attrs.flags & POET_ATTR_FREEZE_WEIGHTS)) continue;
+        bool read = false;
+        for (int b = F; b < g->n_nodes && !read; b++) read = g->nodes[b].op == POET_OP_GRAD && g->nodes[b].fwd == v;
+        int64_t C = g->nodes[n->inputs[0]].shape.dim[channel_axis(g, n)];
+        int64_t keep = (int64_t)ceil(ratio * (double)C - 1e-9);
+        if (read && keep >= 1 && keep < C) aux[v] = (int)keep, count++;
+    }
+    return count;
+}
+
+/* g's forward pass rebuilt with aux (see rebuild_forward), and its backward
+ * pass derived again. */
+static poet_status rebuild(poet_graph *g, const int *aux, poet_err *err)
+{
+    g->n_nodes = g->n_forward, g->loss = -1;
+    poet_status st = rebuild_forward(g, aux, err);
+    poet_err again = {0};
+    poet_status st2 = poet_graph_autodiff(g, g->n_forward - 1, st ? &again : err);
+    return st ? st : st2;
+}
+
+/* With the flags applied: the backward pass, with channel selects where
+ * only ratio of a layer's input channels train (ratio > 0), then relu masks
+ * and max-pool indices where they free what their backward read (masks). */
+static poet_status derive(poet_graph *g, bool masks, double ratio, poet_err *err)
 {
     g->n_nodes = g->n_forward, g->loss = -1;
     poet_status st = has_aux(g) ? rebuild_forward(g, NULL, err) : POET_OK;
     if (!st) st = poet_graph_autodiff(g, g->n_forward - 1, err);
-    if (st || !masks) return st;
-    bool *aux = malloc((size_t)g->n_forward * sizeof *aux);
-    int n = aux ? choose_aux(g, aux) : -1;
-    if (n < 0) st = poet_fail(err, POET_ERR_NOMEM, "out of memory placing masks");
-    if (n > 0) {
-        g->n_nodes = g->n_forward, g->loss = -1;
-        st = rebuild_forward(g, aux, err);
-        poet_err again = {0};
-        poet_status st2 = poet_graph_autodiff(g, g->n_forward - 1, st ? &again : err);
-        if (!st) st = st2;
+    if (st || (!masks && !(ratio > 0))) return st;
+    int F = g->n_forward, *aux = malloc(2 * (size_t)F * sizeof *aux); /* the selects at most double F */
+    bool *chosen = malloc(2 * (size_t)F * sizeof *chosen);
+    if (!aux || !chosen) st = poet_fail(err, POET_ERR_NOMEM, "out of memory placing masks");
+    if (!st && ratio > 0 && choose_selects(g, ratio, aux) > 0) st = rebuild(g, aux, err);
+    if (!st && masks) {
+        F = g->n_forward; /* the selects' layers keep theirs; relus and pools join them */
+        int n = choose_aux(g, chosen);
+        for (int v = 0; v < F; v++)
+            aux[v] = chosen[v]                                                          ? 1
+                     : v + 1 < F && g->nodes[v + 1].op == POET_OP_CHANNEL_SELECT ? g->nodes[v + 1].attrs.features
+                                                                                 : 0;
+        if (n > 0) st = rebuild(g, aux, err);
     }
     free(aux);
+    free(chosen);
     return st;
 }
 
@@ -266,11 +345,17 @@ poet_status poet_graph_set_trainable(poet_graph *g, const char *spec, poet_err *
 {
     if (g->loss < 0) return poet_fail(err, POET_ERR_INVALID, "graph '%s' has no backward pass to choose for", g->model);
     bool frozen_bn = false, masks = false;
+    double ratio = 0;
     spec = spec ? spec : "all";
-    char *base = base_of(spec, &frozen_bn, &masks);
+    const char *ratio_word;
+    char *base = base_of(spec, &frozen_bn, &masks, &ratio_word);
     int F = g->n_forward, *freeze = malloc((size_t)F * sizeof *freeze), *was = malloc((size_t)F * sizeof *was);
-    poet_status st = freeze && was && base ? parse_spec(g, base, freeze, err)
+    poet_status st = freeze && was && base ? parse_spec(g, base, freeze, &ratio, err)
                                            : poet_fail(err, POET_ERR_NOMEM, "out of memory choosing what trains");
+    if (!st && ratio_word && ratio > 0)
+        st = poet_fail(err, POET_ERR_INVALID, "--train %s: a ratio twice", spec);
+    if (!st && ratio_word && !parse_ratio(ratio_word, &ratio))
+        st = poet_fail(err, POET_ERR_INVALID, "--train %s: the ratio must be a number in (0, 1]", spec);
     uint64_t trains = 0;
     for (int v = 0; !st && v < F; v++) {
         const poet_node *n = &g->nodes[v];
@@ -283,10 +368,10 @@ poet_status poet_graph_set_trainable(poet_graph *g, const char *spec, poet_err *
     if (!st && !trains) st = poet_fail(err, POET_ERR_INVALID, "--train %s: no parameter of '%s' would train", spec, g->model);
     if (!st) {
         apply(g, freeze);
-        if ((st = derive(g, masks, err))) { /* out of memory, or a graph not built by poet_graph_add */
+        if ((st = derive(g, masks, ratio, err))) { /* out of memory, or a graph not built by poet_graph_add */
             if (g->n_forward == F) apply(g, was);
             poet_err ignored = {0};
-            if (g->loss < 0) derive(g, false, &ignored);
+            if (g->loss < 0) derive(g, false, 0, &ignored);
         }
     }
     free(freeze);

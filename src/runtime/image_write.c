@@ -117,7 +117,10 @@ static poet_status build_eval_program(const poet_graph *g, uint64_t train_arena,
     last[logits] = last[g->loss] = F; /* read after the program */
     q->n_buffers = q->cap_buffers = F;
     for (int v = 0; v < F; v++) {
-        q->buffers[v] = (poet_buffer){v, q->n, last[v] == F ? INT32_MAX : q->n, g->nodes[v].bytes, 0};
+        /* what only the backward pass reads (a relu mask, a channel select) inference does not compute */
+        bool dead = last[v] < 0;
+        q->buffers[v] = (poet_buffer){v, q->n, last[v] == F ? INT32_MAX : q->n, dead ? 0 : g->nodes[v].bytes, 0};
+        if (dead) continue;
         q->code[q->n++] = (poet_instr){POET_I_COMPUTE, v, v, v};
         for (int j = 0; j < g->nodes[v].n_inputs; j++) {
             int i = g->nodes[v].inputs[j];
@@ -180,6 +183,8 @@ typedef struct parts {
     knode *nodes;
     uint64_t *slots;
     float *params, *state;
+    uint32_t *channels; /* the channel_select nodes' lists */
+    uint64_t n_channels;
     uint8_t *schedule;
     size_t schedule_bytes;
     uint64_t n_params, n_trained, n_state, storage_bytes, workspace_bytes;
@@ -189,7 +194,7 @@ static void parts_free(parts *s)
 {
     poet_program_free(&s->train);
     poet_program_free(&s->eval);
-    free(s->nodes), free(s->slots), free(s->params), free(s->state), free(s->schedule);
+    free(s->nodes), free(s->slots), free(s->params), free(s->state), free(s->channels), free(s->schedule);
 }
 
 /* Storage slots for the tensors the schedule pages out. */
@@ -219,6 +224,65 @@ static uint64_t workspace_bytes(const knode *k, int T, uint32_t positions)
     return want < min ? min : want;
 }
 
+typedef struct channel_norm {
+    double sq; /* the squared norm of the weights that read the channel */
+    uint32_t c;
+} channel_norm;
+
+static int by_norm_then_index(const void *a, const void *b)
+{
+    const channel_norm *x = a, *y = b;
+    if (x->sq != y->sq) return x->sq > y->sq ? -1 : 1;
+    return x->c < y->c ? -1 : x->c > y->c;
+}
+
+static int ascending(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* For each channel_select (ratio:R), the input channels of the layer before
+ * it whose weights have the largest norms (ties: the lower channel), in
+ * ascending order: which channels train, fixed for the image's life. */
+static poet_status choose_channels(const poet_graph *g, const knode *k, const float *params, parts *out,
+                                   poet_err *err)
+{
+    out->n_channels = knode_channels_listed(k, (uint32_t)g->n_forward);
+    if (!out->n_channels) return POET_OK;
+    out->channels = calloc((size_t)out->n_channels, sizeof *out->channels);
+    int64_t most = 0;
+    for (int v = 1; v < g->n_forward; v++) {
+        const poet_node *sel = &g->nodes[v];
+        int64_t C = sel->op == POET_OP_CHANNEL_SELECT ? g->nodes[sel->inputs[0]].shape.dim[sel->attrs.axis] : 0;
+        most = C > most ? C : most;
+    }
+    channel_norm *norms = calloc((size_t)most + 1, sizeof *norms);
+    if (!out->channels || !norms) {
+        free(norms);
+        return poet_fail(err, POET_ERR_NOMEM, "out of memory choosing channels");
+    }
+    for (int v = 1; v < g->n_forward; v++) {
+        const poet_node *sel = &g->nodes[v], *layer = &g->nodes[v - 1];
+        if (sel->op != POET_OP_CHANNEL_SELECT) continue;
+        uint64_t rows = 0, cols = 0;
+        poet_weight_rows(layer, &rows, &cols); /* a conv or linear layer: trainable.c puts selects there */
+        uint32_t C = (uint32_t)g->nodes[sel->inputs[0]].shape.dim[sel->attrs.axis], block = (uint32_t)(cols / C);
+        const float *w = params + k[v - 1].param_at;
+        for (uint32_t c = 0; c < C; c++) norms[c] = (channel_norm){0, c};
+        for (uint64_t i = 0; i < rows * cols; i++) {
+            double x = w[i];
+            norms[(i % cols) / block].sq += x * x;
+        }
+        qsort(norms, C, sizeof *norms, by_norm_then_index);
+        uint32_t *list = out->channels + sel->attrs.start;
+        for (int j = 0; j < sel->attrs.features; j++) list[j] = norms[j].c;
+        qsort(list, (size_t)sel->attrs.features, sizeof *list, ascending);
+    }
+    free(norms);
+    return POET_OK;
+}
+
 static poet_status gather(const poet_graph *g, const poet_problem *p, const poet_schedule *s,
                           const poet_export_options *o, parts *out, poet_err *err)
 {
@@ -240,6 +304,7 @@ static poet_status gather(const poet_graph *g, const poet_problem *p, const poet
     if (!o->params || !o->buffers) init_params(g, out->nodes, o->seed, out->params, out->state);
     if (o->params) memcpy(out->params, o->params, (size_t)out->n_params * sizeof(float));
     if (o->buffers) memcpy(out->state, o->buffers, (size_t)out->n_state * sizeof(float));
+    if ((st = choose_channels(g, out->nodes, out->params, out, err))) return st;
     out->storage_bytes = assign_slots(g, &out->train, out->slots);
     out->workspace_bytes = workspace_bytes(out->nodes, T, o->chunk_positions);
     return POET_OK;
@@ -282,7 +347,8 @@ poet_status poet_export_image(const poet_graph *g, const poet_problem *p, const 
     }
     size_t T = (size_t)g->n_nodes;
     size_t cap = padded(sizeof(img_header)) + padded(T * sizeof(knode)) + padded(T * 8) +
-                 padded(4 * (size_t)x.n_params) + padded(4 * (size_t)x.n_state) + padded(x.schedule_bytes) +
+                 padded(4 * (size_t)x.n_params) + padded(4 * (size_t)x.n_state) + padded(4 * (size_t)x.n_channels) +
+                 padded(x.schedule_bytes) +
                  padded((size_t)x.train.n * sizeof(kinstr)) + padded((size_t)x.train.n_buffers * sizeof(kbuffer)) +
                  padded((size_t)x.eval.n * sizeof(kinstr)) + padded((size_t)x.eval.n_buffers * sizeof(kbuffer)) + 8;
     writer w = {calloc(1, cap), 0};
@@ -297,6 +363,7 @@ poet_status poet_export_image(const poet_graph *g, const poet_problem *p, const 
     h.slots_at = put(&w, x.slots, T * 8);
     h.params_at = put(&w, x.params, 4 * (size_t)x.n_params);
     h.state_at = put(&w, x.state, 4 * (size_t)x.n_state);
+    if (x.n_channels) h.channels_at = put(&w, x.channels, 4 * (size_t)x.n_channels);
     h.schedule_at = put(&w, x.schedule, x.schedule_bytes);
     put_program(&w, &x.train, &h.train);
     put_program(&w, &x.eval, &h.eval);
