@@ -446,6 +446,18 @@ static void compare_columns(const float *a, const float *b, uint64_t rows, uint6
         }
 }
 
+/* Whether the compact gradient g (per row, the selected channels' weights
+ * in ascending channel order) equals those entries of the dense one. */
+static bool compact_slice(const float *dense, const float *g, uint64_t rows, uint64_t cols, uint64_t block,
+                          const bool *selected)
+{
+    const float *next = g;
+    for (uint64_t f = 0; f < rows; f++)
+        for (uint64_t k = 0; k < cols; k++)
+            if (selected[k / block] && memcmp(&dense[f * cols + k], next++, 4) != 0) return false;
+    return true;
+}
+
 /* --train ratio:R[+suffixes] on model: a channel_select after each conv and
  * linear layer with more than one input channel holds ceil(R x C) of them
  * and is what its weight gradient reads; one step's gradient of the channels
@@ -494,7 +506,7 @@ static void test_channel_subsets(const char *model, const char *spec, double rat
     }
     int32_t y[BATCH];
     poet_err err = {0};
-    int differ = 0, nonzero = 0, checked = 0;
+    int differ = 0, wrong_size = 0, checked = 0;
     for (int step = 0; step < 3; step++) {
         double la, lb, lc;
         rt_batch(&full, 41 + (uint64_t)step, x, y);
@@ -502,6 +514,21 @@ static void test_channel_subsets(const char *model, const char *spec, double rat
               !poet_engine_step(c.e, x, y, &lc, &err));
         CHECK(lb == lc && (step || la == lb)); /* the dense model trains other weights after step 0 */
         if (step) continue;
+        /* after one step the kept channels' weights are the dense step's: each got its own gradient */
+        float *wa = malloc(4 * P), *wb = malloc(4 * P);
+        rt_get_params(a.e, &full, wa), rt_get_params(b.e, &part, wb);
+        for (int v = 0, at = 0; v + 1 < part.n_forward; at += (int)part.nodes[v++].params) {
+            uint64_t rows, cols, block;
+            const poet_node *sel = &part.nodes[v + 1];
+            if (sel->op != POET_OP_CHANNEL_SELECT || !layer_blocks(&part.nodes[v], &rows, &cols, &block)) continue;
+            bool *chosen = calloc(cols / block, sizeof *chosen), listed, others;
+            expected_channels(w0 + at, rows, cols, block, sel->attrs.features, chosen);
+            compare_columns(wa + at, wb + at, rows, cols, block, chosen, &listed, &others);
+            CHECK_MSG(listed, "--train %s: layer %s's kept channels took another step than the dense one", spec,
+                      part.nodes[v].name);
+            free(chosen);
+        }
+        free(wa), free(wb);
         for (int v = 0, u = 0; v < part.n_forward; v++) { /* u: v's node in the dense graph */
             const poet_node *n = &part.nodes[v];
             bool aux = n->op == POET_OP_CHANNEL_SELECT || n->op == POET_OP_RELU_MASK || n->op == POET_OP_POOL_INDEX;
@@ -516,22 +543,27 @@ static void test_channel_subsets(const char *model, const char *spec, double rat
                 differ += !same_bits(ga, gb, nb);
                 continue;
             }
-            bool *chosen = calloc(cols / block, sizeof *chosen), listed, others;
-            uint64_t at = 0;
+            bool *chosen = calloc(cols / block, sizeof *chosen);
+            uint64_t at = 0, trained = rows * (uint64_t)sel->attrs.features * block;
             for (int k = 0; k < v; k++) at += part.nodes[k].params;
             expected_channels(w0 + at, rows, cols, block, sel->attrs.features, chosen);
-            compare_columns(ga, gb, rows, cols, block, chosen, &listed, &others);
-            float *zero = calloc(rows * cols, sizeof *zero);
-            bool zeros, ignored;
-            compare_columns(zero, gb, rows, cols, block, chosen, &ignored, &zeros);
-            differ += !listed, nonzero += !zeros, checked++;
-            differ += !same_bits(ga + rows * cols, gb + rows * cols, nb - rows * cols); /* the bias */
-            free(chosen), free(zero);
+            wrong_size += nb != trained + (na - rows * cols); /* the kept channels' gradients, and the bias */
+            differ += nb != trained + (na - rows * cols) || !compact_slice(ga, gb, rows, cols, block, chosen);
+            differ += !same_bits(ga + rows * cols, gb + trained, na - rows * cols); /* the bias */
+            checked++;
+            free(chosen);
         }
     }
-    CHECK_MSG(checked == selects && differ == 0 && nonzero == 0,
-              "%s --train %s: %d of %d layers' gradients differ from the dense ones, %d have gradients elsewhere", model,
-              spec, differ, checked, nonzero);
+    CHECK_MSG(checked == selects && differ == 0 && wrong_size == 0,
+              "%s --train %s: %d of %d layers' gradients differ from the dense ones, %d hold more than the kept "
+              "channels'", model, spec, differ, checked, wrong_size);
+    /* gradients and optimizer state only for the kept channels: less persistent state than training them all */
+    uint64_t planned = poet_instance_persistent_bytes(&b.inst, poet_optimizer_slots(opt.kind));
+    CHECK_MSG(poet_engine_get_stats(b.e)->persistent_bytes == planned &&
+                  planned < poet_instance_persistent_bytes(&a.inst, poet_optimizer_slots(opt.kind)),
+              "--train %s: persistent %llu, planned %llu, all %llu", spec,
+              (unsigned long long)poet_engine_get_stats(b.e)->persistent_bytes, (unsigned long long)planned,
+              (unsigned long long)poet_instance_persistent_bytes(&a.inst, poet_optimizer_slots(opt.kind)));
     char hb[65], hc[65];
     poet_engine_weights_sha256(b.e, hb), poet_engine_weights_sha256(c.e, hc);
     CHECK_MSG(strcmp(hb, hc) == 0, "--train %s: keep-all and a schedule at %llu B train different weights",

@@ -97,7 +97,8 @@ typedef struct poet_attrs {
     int32_t heads, seq;               /* attention: heads; sequence length (rows = batch * seq) */
     int32_t axis, start, end;         /* softmax (-1: the last), concat, slice; negative counts from the end;
                                        * channel_select: the channel axis, and where its channels start in the
-                                       * list of every select's channels */
+                                       * list of every select's channels; conv2d, linear: end is how many input
+                                       * channels its weights train on (ratio:R; 0: all) */
     int32_t perm[POET_MAX_DIMS];      /* transpose */
     int32_t flags;                    /* POET_ATTR_* */
     float p;                          /* dropout probability */
@@ -181,12 +182,17 @@ static inline bool poet_weight_rows(const poet_node *n, uint64_t *rows, uint64_t
 }
 
 /* The same split counting only what trains: 0 for a tensor the
- * POET_ATTR_FREEZE_* flags freeze. Gradients and optimizer state hold the
- * trained weights, then the trained bias. */
+ * POET_ATTR_FREEZE_* flags freeze; of a conv's or linear layer's weights
+ * that train on a.end input channels (ratio:R), those. Gradients and
+ * optimizer state hold the trained weights (row by row, a row's trained
+ * channels in the order of the image's list), then the trained bias. */
 static inline void poet_param_trained_split(poet_op op, const poet_attrs *a, uint64_t params, uint64_t *weights,
                                             uint64_t *bias)
 {
     poet_param_split(op, a, params, weights, bias);
+    uint64_t block = op == POET_OP_CONV2D ? (uint64_t)a->kh * (uint64_t)a->kw : 1;
+    bool layer = op == POET_OP_CONV2D || op == POET_OP_LINEAR;
+    if (layer && a->end > 0 && a->features > 0 && block) *weights = (uint64_t)a->features * (uint64_t)a->end * block;
     if (a->flags & POET_ATTR_FREEZE_WEIGHTS) *weights = 0;
     if (a->flags & POET_ATTR_FREEZE_BIAS) *bias = 0;
 }

@@ -163,7 +163,7 @@ static const char *select_problem(const knode *nodes, const uint32_t *list, uint
     const knode *n = &nodes[v], *layer = &nodes[v - 1];
     bool conv = layer->op == POET_OP_CONV2D && layer->attrs.groups <= 1;
     if (!(conv || layer->op == POET_OP_LINEAR) || !(layer->attrs.flags & POET_ATTR_COMPACT_READ) ||
-        n->inputs[0] != layer->inputs[0])
+        n->inputs[0] != layer->inputs[0] || layer->attrs.end != n->attrs.features)
         return "not after the layer it selects for";
     const knode *x = &nodes[layer->inputs[0]];
     if (n->attrs.axis != (conv ? 1 : x->ndim - 1)) return "not the layer's channel axis";
@@ -180,8 +180,12 @@ static poet_status check_channels(const uint8_t *img, const img_header *h, const
     if (listed ? !within(h, h->channels_at, listed, 4) : h->channels_at != 0)
         return poet_fail(err, POET_ERR_PARSE, "device image: malformed header (channel lists)");
     const uint32_t *list = (const uint32_t *)(const void *)(img + h->channels_at);
-    for (uint32_t v = 1; v < h->n_forward; v++) {
-        const char *why = nodes[v].op == POET_OP_CHANNEL_SELECT ? select_problem(nodes, list, v) : NULL;
+    for (uint32_t v = 0; v < h->n_forward; v++) {
+        const knode *n = &nodes[v];
+        bool partly = (n->op == POET_OP_CONV2D || n->op == POET_OP_LINEAR) && n->attrs.end; /* trains some channels */
+        const char *why = v && n->op == POET_OP_CHANNEL_SELECT                      ? select_problem(nodes, list, v)
+                          : partly && !knode_select_after(nodes, h->n_forward, v) ? "no channel_select after it"
+                                                                                  : NULL;
         if (why) return poet_fail(err, POET_ERR_PARSE, "device image: node %u is malformed (%s)", (unsigned)v, why);
     }
     return POET_OK;
@@ -543,18 +547,18 @@ static void optimizer_update_range(poet_dev *d, uint64_t p, uint64_t g, uint64_t
 }
 
 /* A layer whose weight gradient reads a channel_select (ratio:R): only the
- * weights that read its channels train; the others keep their value, even
- * under weight decay. */
+ * weights that read its channels train and have gradients and optimizer
+ * state; the others keep their value, even under weight decay. */
 static void optimizer_update_selected(poet_dev *d, const knode *n, const knode *sel, float lr, float c1, float c2)
 {
     uint64_t rows = (uint64_t)n->attrs.features, cols = knode_weights(n) / rows;
     uint64_t block = n->op == POET_OP_CONV2D ? (uint64_t)n->attrs.kh * (uint64_t)n->attrs.kw : 1;
     const uint32_t *list = channel_lists(d) + sel->attrs.start;
+    uint64_t kept = (uint64_t)sel->attrs.features;
     for (uint64_t f = 0; f < rows; f++)
-        for (int32_t j = 0; j < sel->attrs.features; j++) {
-            uint64_t at = f * cols + list[j] * block;
-            optimizer_update_range(d, n->param_at + at, n->grad_at + at, block, lr, c1, c2);
-        }
+        for (uint64_t j = 0; j < kept; j++) /* the gradients hold only these, row by row */
+            optimizer_update_range(d, n->param_at + f * cols + list[j] * block, n->grad_at + (f * kept + j) * block,
+                                   block, lr, c1, c2);
 }
 
 /* Frozen tensors have neither gradients nor optimizer state. */
@@ -725,13 +729,13 @@ poet_status poet_dev_keep_rows(poet_dev *d, int node, uint32_t keep, uint8_t *ma
     poet_param_trained_split((poet_op)n->op, &n->attrs, n->params, &tw, &tb);
     if ((n->op != POET_OP_CONV2D && n->op != POET_OP_LINEAR) || !rows || !tw)
         return poet_fail(err, POET_ERR_INVALID, "keep rows: node %d has no trained rows of weights", node);
-    uint64_t per = w / rows;
+    uint64_t per = w / rows, trained = tw / rows; /* a row's weights, and those of them with gradients */
     const float *g = d->grads + n->grad_at;
     for (uint64_t r = 0; r < rows; r++) { /* a rank by counting: no scratch, rows are few on a device */
-        double mine = row_norm(g + r * per, per);
+        double mine = row_norm(g + r * trained, trained);
         uint64_t above = 0;
         for (uint64_t u = 0; u < rows && above < keep; u++) {
-            double other = u == r ? mine : row_norm(g + u * per, per);
+            double other = u == r ? mine : row_norm(g + u * trained, trained);
             above += other > mine || (other == mine && u < r);
         }
         bool on = above < keep;

@@ -345,38 +345,27 @@ static const knode *selected_of(const kernel_ctx *c)
     return c->n->reads & KR_MASK ? &c->nodes[c->n->fwd + 1] : NULL;
 }
 
-/* dw[f][k] for the input channels x holds: all of them, or, with sel, the
- * sel->attrs.features of its list (x is then the select's output; the
- * other channels' gradients stay 0). Per selected channel the same sums, in
- * the same order, as with every channel. */
-static void conv_weight_gradient(const kernel_ctx *c, conv_dims d, const float *dy, const float *x, const knode *sel,
-                                 float *dw)
-{
-    conv_dims s = d; /* the channels x holds */
-    idx K2 = d.KH * d.KW, ns = sel ? sel->attrs.features : 1;
-    const uint32_t *list = sel ? c->channels + sel->attrs.start : NULL;
-    if (sel) s.C = s.CG = ns, s.KK = ns * K2;
-    idx chunk = conv_chunk(c, s);
-    memset(dw, 0, (size_t)(d.F * d.KK) * sizeof(float));
-    for (idx n = 0; n < d.N; n++)
-        for (idx gr = 0; gr < d.G; gr++)
-            for (idx p0 = 0; p0 < d.PP; p0 += chunk) {
-                idx np = d.PP - p0 < chunk ? d.PP - p0 : chunk;
-                gather_patches(x + (n * s.C + gr * s.CG) * d.H * d.W, s, p0, np, c->work, 1, s.KK);
-                /* dw[f][k] += sum over p of dy[f][p] row[p][k]: every k at once, or a channel's K2 at a time */
-                for (idx j = 0; j < ns; j++) {
-                    idx cols = sel ? K2 : d.KK, to = sel ? (idx)list[j] * K2 : 0;
-                    gemm_args g = {dy + (n * d.F + gr * d.FG) * d.PP + p0, d.PP, 1, c->work + j * K2, s.KK, 1, np,
-                                   dw + gr * d.FG * d.KK + to, d.KK, NULL, true};
-                    gemm(&g, d.FG, cols);
-                }
-            }
-}
-
+/* With a channel_select after the layer (ratio:R), x is its copy of the
+ * channels the weights train on and dw holds only their gradients, row by
+ * row: the sums of the dense gradient, in the same order. */
 static void conv_backward_params(const kernel_ctx *c, conv_dims d, const float *dy, const float *x)
 {
     float *dw = c->grad_w;
-    if (dw) conv_weight_gradient(c, d, dy, x, selected_of(c), dw);
+    const knode *sel = selected_of(c);
+    conv_dims k = d; /* the channels x holds */
+    if (sel) k.C = k.CG = sel->attrs.features, k.KK = k.CG * d.KH * d.KW;
+    idx chunk = conv_chunk(c, k);
+    if (dw) memset(dw, 0, (size_t)(d.F * k.KK) * sizeof(float));
+    for (idx n = 0; dw && n < d.N; n++)
+        for (idx gr = 0; gr < d.G; gr++)
+            for (idx p0 = 0; p0 < d.PP; p0 += chunk) {
+                idx np = d.PP - p0 < chunk ? d.PP - p0 : chunk;
+                gather_patches(x + (n * k.C + gr * k.CG) * d.H * d.W, k, p0, np, c->work, 1, k.KK);
+                /* dw[f][k] += sum over p of dy[f][p] row[p][k] */
+                gemm_args g = {dy + (n * d.F + gr * d.FG) * d.PP + p0, d.PP, 1, c->work, k.KK, 1, np,
+                               dw + gr * d.FG * k.KK, k.KK, NULL, true};
+                gemm(&g, d.FG, k.KK);
+            }
     float *db = c->grad_b;
     if (!db) return;
     for (idx f = 0; f < d.F; f++) {
@@ -568,24 +557,21 @@ static void linear_backward(const kernel_ctx *c)
                 for (idx i = 0; i < I; i++) dx[i] += gy * wr[i];
             }
         }
+    /* with a channel_select after it (ratio:R): the S features its weights train on, and their gradients */
+    const knode *sel = selected_of(c);
+    idx S = sel ? sel->attrs.features : I;
+    const float *xs = sel ? g.mask : g.x0;
     float *dw = c->grad_w, *db = c->grad_b;
-    if (dw) memset(dw, 0, (size_t)(I * O) * sizeof(float));
+    if (dw) memset(dw, 0, (size_t)(S * O) * sizeof(float));
     if (db) memset(db, 0, (size_t)O * sizeof(float));
     if (!dw && !db) return;
-    const knode *sel = selected_of(c); /* then x holds only the channels listed */
-    idx S = sel ? sel->attrs.features : I;
-    const uint32_t *list = sel ? c->channels + sel->attrs.start : NULL;
-    const float *xs = sel ? g.mask : g.x0;
     for (idx r = 0; r < R; r++)
         for (idx o = 0; o < O; o++) {
             float gy = g.dy[r * O + o];
             if (dw) {
                 const float *xr = xs + r * S;
-                float *dwr = dw + o * I;
-                if (sel)
-                    for (idx j = 0; j < S; j++) dwr[list[j]] += gy * xr[j];
-                else
-                    for (idx i = 0; i < I; i++) dwr[i] += gy * xr[i];
+                float *dwr = dw + o * S;
+                for (idx i = 0; i < S; i++) dwr[i] += gy * xr[i];
             }
             if (db) db[o] += gy;
         }

@@ -119,6 +119,9 @@ static poet_status infer_conv2d(const poet_graph *g, poet_node *n, poet_err *err
     if (a->features <= 0 || gr <= 0 || cin % gr || a->features % gr)
         return poet_fail(err, POET_ERR_INVALID, "conv2d '%s': output channels > 0, and groups dividing %lld input "
                          "and %d output channels", n->name, (long long)cin, (int)a->features);
+    if (a->end < 0 || a->end >= cin || (a->end && gr != 1))
+        return poet_fail(err, POET_ERR_INVALID, "conv2d '%s': %d of its %lld input channels train", n->name,
+                         (int)a->end, (long long)cin);
     window_shape(n, x, a->features);
     n->params = (uint64_t)a->features * (uint64_t)(cin / gr) * (uint64_t)a->kh * (uint64_t)a->kw +
                 (a->flags & POET_ATTR_NO_BIAS ? 0u : (uint64_t)a->features);
@@ -372,6 +375,9 @@ static poet_status infer_linear(const poet_graph *g, poet_node *n, poet_err *err
     if (n->attrs.features <= 0) return poet_fail(err, POET_ERR_INVALID, "linear '%s' needs output features > 0", n->name);
     int r = x->shape.ndim;
     int64_t fin = x->shape.dim[r - 1], fout = n->attrs.features;
+    if (n->attrs.end < 0 || n->attrs.end >= fin)
+        return poet_fail(err, POET_ERR_INVALID, "linear '%s': %d of its %lld input features train", n->name,
+                         (int)n->attrs.end, (long long)fin);
     double rows = numel_d(&x->shape) / (double)fin;
     n->shape = x->shape;
     n->shape.dim[r - 1] = fout;

@@ -218,6 +218,7 @@ static poet_status rebuild_forward(poet_graph *g, const int *aux_after, poet_err
         int aux = aux_after ? aux_after[v] : 0;
         poet_attrs a = n->attrs;
         a.flags = (a.flags & ~POET_ATTR_COMPACT_READ) | (aux ? POET_ATTR_COMPACT_READ : 0);
+        if (n->op == POET_OP_CONV2D || n->op == POET_OP_LINEAR) a.end = aux; /* the channels its weights train on */
         map[v] = poet_graph_add(&h, n->op, ins, n->n_inputs, &a, n->name);
         if (map[v] >= 0 && !same_node(&h.nodes[map[v]], n))
             st = poet_fail(err, POET_ERR_UNSUPPORTED, "+masks: node %s cannot be built again as it is", n->name);
