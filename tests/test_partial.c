@@ -129,7 +129,9 @@ static void test_specs_refused(void)
                             {"@ most\n", "line 1: expected"},
                             {"# x\n@\n", "line 2: expected"},
                             {"@ all\n@ bias\n", "named twice"},
-                            {"# nothing\n", "no parameter"}};
+                            {"# nothing\n", "no parameter"},
+                            {"@ all ratio:0\n", "line 1: the ratio must be"},
+                            {"@ ratio:0.5\n", "line 1: expected"}};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         char path[] = "/tmp/poet-mask-XXXXXX", spec[64];
         int fd = mkstemp(path);
@@ -559,9 +561,10 @@ static void test_channel_subsets(const char *model, const char *spec, double rat
             uint64_t at = 0, trained = rows * (uint64_t)sel->attrs.features * block;
             for (int k = 0; k < v; k++) at += part.nodes[k].params;
             expected_channels(w0 + at, rows, cols, block, sel->attrs.features, chosen);
-            wrong_size += nb != trained + (na - rows * cols); /* the kept channels' gradients, and the bias */
-            differ += nb != trained + (na - rows * cols) || !compact_slice(ga, gb, rows, cols, block, chosen);
-            differ += !same_bits(ga + rows * cols, gb + trained, na - rows * cols); /* the bias */
+            uint64_t bias = bias_trains(n) ? na - rows * cols : 0;
+            wrong_size += nb != trained + bias; /* the kept channels' gradients, and the bias */
+            differ += nb != trained + bias || !compact_slice(ga, gb, rows, cols, block, chosen);
+            differ += !same_bits(ga + rows * cols, gb + trained, bias);
             checked++;
             free(chosen);
         }
@@ -598,6 +601,17 @@ int main(void)
     test_channel_subsets("cnn_digits", "ratio:0.3+masks+frozen-bn", 0.3, "hybrid");
     test_channel_subsets("mlp_digits", "ratio:0.25", 0.25, "fast");
     test_channel_subsets("cnn_digits", "last:3+ratio:0.5+masks", 0.5, "hybrid");
+    char ratio_mask[] = "/tmp/poet-ratio-mask-XXXXXX", ratio_spec[64];
+    int fd = mkstemp(ratio_mask);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
+    if (f) { /* half the channels of two convolutions, a third whole, the classifier whole, batch norms frozen */
+        fputs("conv2d4 all ratio:0.5\nconv2d8 weights   ratio:0.5 # a comment\nconv2d11 all\nlinear15 all\n", f);
+        fclose(f);
+        snprintf(ratio_spec, sizeof ratio_spec, "mask:%s", ratio_mask);
+        test_channel_subsets("cnn_digits", ratio_spec, 0.5, "hybrid");
+        unlink(ratio_mask);
+    }
+    CHECK(f != NULL);
     test_relu_masks("biases", true);
     test_relu_masks("last:3+frozen-bn", false); /* the backward pass stops above the pool */
     test_rates_and_attention();
@@ -619,7 +633,7 @@ int main(void)
     test_gradient_slices("mlp_digits", "biases");
     test_trains_only_mask("mlp_digits", "last:2", POET_OPT_SGD);
     unlink(mask + 5);
-    printf("%d of 20 schedules paged or recomputed\n", changed_schedules);
+    printf("%d of 21 schedules paged or recomputed\n", changed_schedules);
     CHECK(changed_schedules > 0);
     return check_report();
 }

@@ -215,7 +215,7 @@ static inline uint64_t poet_param_trained(poet_op op, const poet_attrs *a, uint6
  * channels only ceil(R x C), 0 < R <= 1: a channel_select node after the
  * layer holds them for its weight gradient; which ones the device image
  * says, chosen by weight norm); "mask:FILE" (lines "NODE
- * all|weights|bias|none"; nodes not named are frozen); any of them followed
+ * all|weights|bias|none [ratio:R]"; nodes not named are frozen); any of them followed
  * by "+frozen-bn": batch norms normalize with their running statistics and
  * leave them as they are (POET_ATTR_BN_EVAL); "+masks": relus and max
  * pools keep a bit mask or argmax indices for their backward where that

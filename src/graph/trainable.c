@@ -30,9 +30,22 @@ static int node_named(const poet_graph *g, const char *name)
     return -1;
 }
 
-/* One line of a mask file: "NODE CHOICE", the name being all but the last word. */
-static poet_status mask_line(const poet_graph *g, char *line, const char *path, int at, int *freeze, bool *named,
-                             poet_err *err)
+static bool parse_ratio(const char *spec, double *ratio);
+
+/* The last word of line [line, *end), cut off with the space before it. */
+static char *last_word(char *line, char **end)
+{
+    char *word = *end;
+    while (word > line && !isspace((unsigned char)word[-1])) word--;
+    *end = word;
+    while (*end > line && isspace((unsigned char)(*end)[-1])) *--*end = 0;
+    return word;
+}
+
+/* One line of a mask file: "NODE CHOICE [ratio:R]", the name being all but
+ * the last words. */
+static poet_status mask_line(const poet_graph *g, char *line, const char *path, int at, int *freeze, double *ratio,
+                             bool *named, poet_err *err)
 {
     char *hash = strchr(line, '#');
     if (hash) *hash = 0;
@@ -40,12 +53,17 @@ static poet_status mask_line(const poet_graph *g, char *line, const char *path, 
     while (end > line && isspace((unsigned char)end[-1])) *--end = 0;
     while (isspace((unsigned char)*line)) line++;
     if (!*line) return POET_OK;
-    char *word = end;
-    while (word > line && !isspace((unsigned char)word[-1])) word--;
+    char *word = last_word(line, &end);
+    double r = 0;
+    bool has_ratio = strncmp(word, "ratio:", 6) == 0;
+    if (has_ratio && !parse_ratio(word, &r))
+        return poet_fail(err, POET_ERR_INVALID, "%s line %d: the ratio must be a number in (0, 1], got '%s'", path, at,
+                         word);
+    if (has_ratio) word = last_word(line, &end);
     int f = freeze_of(word);
     if (word == line || f < 0)
-        return poet_fail(err, POET_ERR_INVALID, "%s line %d: expected 'NODE all|weights|bias|none', got '%s'", path, at,
-                         line);
+        return poet_fail(err, POET_ERR_INVALID, "%s line %d: expected 'NODE all|weights|bias|none [ratio:R]', got '%s'",
+                         path, at, line);
     char *name_end = word;
     while (name_end > line && isspace((unsigned char)name_end[-1])) name_end--;
     *name_end = 0;
@@ -54,10 +72,11 @@ static poet_status mask_line(const poet_graph *g, char *line, const char *path, 
     if (named[v]) return poet_fail(err, POET_ERR_INVALID, "%s line %d: node '%s' is named twice", path, at, line);
     named[v] = true;
     freeze[v] = f;
+    ratio[v] = r;
     return POET_OK;
 }
 
-static poet_status read_mask(const poet_graph *g, const char *path, int *freeze, poet_err *err)
+static poet_status read_mask(const poet_graph *g, const char *path, int *freeze, double *ratio, poet_err *err)
 {
     char *text = NULL;
     size_t len = 0;
@@ -70,7 +89,7 @@ static poet_status read_mask(const poet_graph *g, const char *path, int *freeze,
     for (int at = 1; !st && line && *line; at++) {
         char *next = strchr(line, '\n');
         if (next) *next++ = 0;
-        st = mask_line(g, line, path, at, freeze, named, err);
+        st = mask_line(g, line, path, at, freeze, ratio, named, err);
         line = next;
     }
     free(text);
@@ -88,17 +107,17 @@ static bool parse_ratio(const char *spec, double *ratio)
     return !*end && *ratio > 0 && *ratio <= 1;
 }
 
-/* The freeze flags of each forward node under spec, and the ratio of
+/* The freeze flags of each forward node under spec, and the share of its
  * input channels that train (0: all). */
 static poet_status parse_spec(const poet_graph *g, const char *spec, int *freeze, double *ratio, poet_err *err)
 {
     int layers = 0, last = 0;
-    *ratio = 0;
-    for (int v = 0; v < g->n_forward; v++) layers += g->nodes[v].params > 0, freeze[v] = 0;
+    for (int v = 0; v < g->n_forward; v++) layers += g->nodes[v].params > 0, freeze[v] = 0, ratio[v] = 0;
     if (strcmp(spec, "all") == 0) return POET_OK;
     if (strncmp(spec, "ratio:", 6) == 0) {
-        if (!parse_ratio(spec, ratio))
+        if (!parse_ratio(spec, &ratio[0]))
             return poet_fail(err, POET_ERR_INVALID, "--train %s: the ratio must be a number in (0, 1]", spec);
+        for (int v = 1; v < g->n_forward; v++) ratio[v] = ratio[0];
         return POET_OK;
     }
     if (strcmp(spec, "biases") == 0) {
@@ -107,7 +126,7 @@ static poet_status parse_spec(const poet_graph *g, const char *spec, int *freeze
     }
     if (strncmp(spec, "mask:", 5) == 0) {
         if (!spec[5]) return poet_fail(err, POET_ERR_INVALID, "--train mask: needs a file, as mask:FILE");
-        return read_mask(g, spec + 5, freeze, err);
+        return read_mask(g, spec + 5, freeze, ratio, err);
     }
     char *end = NULL;
     if (strncmp(spec, "last:", 5) == 0 && (last = (int)strtol(spec + 5, &end, 10), end != spec + 5 && !*end) &&
@@ -199,9 +218,10 @@ static void add_aux(poet_graph *h, const poet_node *n, int v, const int *ins, in
 }
 
 /* The forward pass again, without masks, indices and selects, then with
- * one after each node v with aux_after[v] != 0 (old indices; NULL: none;
- * a conv or linear layer: the channels kept): indices shift and inputs
- * follow; the backward pass is dropped. Every node is inferred again and
+ * one after each node v with aux_after[v] != 0 (old indices; NULL: none,
+ * and the layers keep attrs.end; a conv or linear layer: the channels
+ * kept, its attrs.end): indices shift and inputs follow; the backward pass
+ * is dropped. Every node is inferred again and
  * must come out as it was; g is unchanged on failure. */
 static poet_status rebuild_forward(poet_graph *g, const int *aux_after, poet_err *err)
 {
@@ -218,7 +238,8 @@ static poet_status rebuild_forward(poet_graph *g, const int *aux_after, poet_err
         int aux = aux_after ? aux_after[v] : 0;
         poet_attrs a = n->attrs;
         a.flags = (a.flags & ~POET_ATTR_COMPACT_READ) | (aux ? POET_ATTR_COMPACT_READ : 0);
-        if (n->op == POET_OP_CONV2D || n->op == POET_OP_LINEAR) a.end = aux; /* the channels its weights train on */
+        if (aux_after && (n->op == POET_OP_CONV2D || n->op == POET_OP_LINEAR))
+            a.end = aux; /* the channels its weights train on; stripped, the layer keeps what it wants */
         map[v] = poet_graph_add(&h, n->op, ins, n->n_inputs, &a, n->name);
         if (map[v] >= 0 && !same_node(&h.nodes[map[v]], n))
             st = poet_fail(err, POET_ERR_UNSUPPORTED, "+masks: node %s cannot be built again as it is", n->name);
@@ -284,24 +305,37 @@ static int choose_aux(const poet_graph *g, bool *aux)
     return count;
 }
 
-/* The conv (not grouped) and linear layers whose weights train and whose
- * gradient reads their input: aux[v] = the ceil(ratio x C) of their C input
- * channels that train, where that is fewer than C (0 otherwise). */
-static int choose_selects(const poet_graph *g, double ratio, int *aux)
+/* The conv (not grouped) and linear layers that want to train on fewer
+ * input channels (attrs.end, set by want_channels) and whose gradient reads
+ * their input: aux[v] = that many. The others want all again. */
+static int choose_selects(poet_graph *g, int *aux)
 {
     int F = g->n_forward, count = 0;
     for (int v = 0; v < F; v++) {
-        const poet_node *n = &g->nodes[v];
+        poet_node *n = &g->nodes[v];
         aux[v] = 0;
-        bool layer = (n->op == POET_OP_CONV2D && n->attrs.groups <= 1) || n->op == POET_OP_LINEAR;
-        if (!layer || (n->attrs.flags & POET_ATTR_FREEZE_WEIGHTS)) continue;
+        if (n->op != POET_OP_CONV2D && n->op != POET_OP_LINEAR) continue;
         bool read = false;
         for (int b = F; b < g->n_nodes && !read; b++) read = g->nodes[b].op == POET_OP_GRAD && g->nodes[b].fwd == v;
-        int64_t C = g->nodes[n->inputs[0]].shape.dim[channel_axis(g, n)];
-        int64_t keep = (int64_t)ceil(ratio * (double)C - 1e-9);
-        if (read && keep >= 1 && keep < C) aux[v] = (int)keep, count++;
+        if (read && n->attrs.end > 0) aux[v] = n->attrs.end, count++;
+        else n->attrs.end = 0;
     }
     return count;
+}
+
+/* Each trained conv (not grouped) and linear layer wants ceil(ratio[v] x C)
+ * of its C input channels (attrs.end; 0: all, so where that is C). */
+static void want_channels(poet_graph *g, const double *ratio)
+{
+    for (int v = 0; v < g->n_forward; v++) {
+        poet_node *n = &g->nodes[v];
+        if (n->op != POET_OP_CONV2D && n->op != POET_OP_LINEAR) continue;
+        int64_t C = g->nodes[n->inputs[0]].shape.dim[channel_axis(g, n)];
+        int64_t keep = (int64_t)ceil(ratio[v] * (double)C - 1e-9);
+        bool grouped = n->op == POET_OP_CONV2D && n->attrs.groups > 1; /* a depthwise layer trains whole */
+        bool some = !grouped && ratio[v] > 0 && !(n->attrs.flags & POET_ATTR_FREEZE_WEIGHTS) && keep >= 1 && keep < C;
+        n->attrs.end = some ? (int32_t)keep : 0;
+    }
 }
 
 /* g's forward pass rebuilt with aux (see rebuild_forward), and its backward
@@ -315,19 +349,19 @@ static poet_status rebuild(poet_graph *g, const int *aux, poet_err *err)
     return st ? st : st2;
 }
 
-/* With the flags applied: the backward pass, with channel selects where
- * only ratio of a layer's input channels train (ratio > 0), then relu masks
- * and max-pool indices where they free what their backward read (masks). */
-static poet_status derive(poet_graph *g, bool masks, double ratio, poet_err *err)
+/* With the flags and the wanted channels applied: the backward pass, with
+ * channel selects where a layer trains on fewer input channels, then relu
+ * masks and max-pool indices where they free what their backward read
+ * (masks). */
+static poet_status derive(poet_graph *g, bool masks, poet_err *err)
 {
     g->n_nodes = g->n_forward, g->loss = -1;
     poet_status st = has_aux(g) ? rebuild_forward(g, NULL, err) : POET_OK;
     if (!st) st = poet_graph_autodiff(g, g->n_forward - 1, err);
-    if (st || (!masks && !(ratio > 0))) return st;
     int F = g->n_forward, *aux = malloc(2 * (size_t)F * sizeof *aux); /* the selects at most double F */
     bool *chosen = malloc(2 * (size_t)F * sizeof *chosen);
-    if (!aux || !chosen) st = poet_fail(err, POET_ERR_NOMEM, "out of memory placing masks");
-    if (!st && ratio > 0 && choose_selects(g, ratio, aux) > 0) st = rebuild(g, aux, err);
+    if (!st && (!aux || !chosen)) st = poet_fail(err, POET_ERR_NOMEM, "out of memory placing masks");
+    if (!st && choose_selects(g, aux) > 0) st = rebuild(g, aux, err);
     if (!st && masks) {
         F = g->n_forward; /* the selects' layers keep theirs; relus and pools join them */
         int n = choose_aux(g, chosen);
@@ -346,37 +380,43 @@ poet_status poet_graph_set_trainable(poet_graph *g, const char *spec, poet_err *
 {
     if (g->loss < 0) return poet_fail(err, POET_ERR_INVALID, "graph '%s' has no backward pass to choose for", g->model);
     bool frozen_bn = false, masks = false;
-    double ratio = 0;
     spec = spec ? spec : "all";
     const char *ratio_word;
     char *base = base_of(spec, &frozen_bn, &masks, &ratio_word);
-    int F = g->n_forward, *freeze = malloc((size_t)F * sizeof *freeze), *was = malloc((size_t)F * sizeof *was);
-    poet_status st = freeze && was && base ? parse_spec(g, base, freeze, &ratio, err)
-                                           : poet_fail(err, POET_ERR_NOMEM, "out of memory choosing what trains");
-    if (!st && ratio_word && ratio > 0)
+    int F = g->n_forward, *freeze = malloc((size_t)F * sizeof *freeze), *was = malloc(2 * (size_t)F * sizeof *was);
+    double *ratio = malloc((size_t)F * sizeof *ratio), suffix = 0;
+    poet_status st = freeze && was && ratio && base ? parse_spec(g, base, freeze, ratio, err)
+                                                    : poet_fail(err, POET_ERR_NOMEM, "out of memory choosing what trains");
+    if (!st && ratio_word && strncmp(base, "ratio:", 6) == 0)
         st = poet_fail(err, POET_ERR_INVALID, "--train %s: a ratio twice", spec);
-    if (!st && ratio_word && !parse_ratio(ratio_word, &ratio))
+    if (!st && ratio_word && !parse_ratio(ratio_word, &suffix))
         st = poet_fail(err, POET_ERR_INVALID, "--train %s: the ratio must be a number in (0, 1]", spec);
     uint64_t trains = 0;
     for (int v = 0; !st && v < F; v++) {
         const poet_node *n = &g->nodes[v];
         poet_attrs chosen = n->attrs;
         chosen.flags = (chosen.flags & ~SPEC_FLAGS) | freeze[v];
+        chosen.end = 0;
         trains += poet_param_trained(n->op, &chosen, n->params);
-        was[v] = n->attrs.flags & SPEC_FLAGS;
+        was[v] = n->attrs.flags & SPEC_FLAGS, was[F + v] = n->attrs.end;
         if (frozen_bn && n->op == POET_OP_BATCHNORM2D) freeze[v] |= POET_ATTR_BN_EVAL;
+        if (ratio[v] == 0) ratio[v] = suffix; /* +ratio:R: where the base chose none */
     }
     if (!st && !trains) st = poet_fail(err, POET_ERR_INVALID, "--train %s: no parameter of '%s' would train", spec, g->model);
     if (!st) {
         apply(g, freeze);
-        if ((st = derive(g, masks, ratio, err))) { /* out of memory, or a graph not built by poet_graph_add */
+        want_channels(g, ratio);
+        if ((st = derive(g, masks, err))) { /* out of memory, or a graph not built by poet_graph_add */
+            for (int v = 0; g->n_forward == F && v < F; v++)
+                if (g->nodes[v].op == POET_OP_CONV2D || g->nodes[v].op == POET_OP_LINEAR) g->nodes[v].attrs.end = was[F + v];
             if (g->n_forward == F) apply(g, was);
             poet_err ignored = {0};
-            if (g->loss < 0) derive(g, false, 0, &ignored);
+            if (g->loss < 0) derive(g, false, &ignored);
         }
     }
     free(freeze);
     free(was);
+    free(ratio);
     free(base);
     return st;
 }
