@@ -2,6 +2,7 @@
  * measured peak, the device accounting, storage faults at each call index,
  * checkpoints and bit-exact resumption. */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -268,10 +269,53 @@ static void test_checkpoints(void)
     poet_graph_free(&g);
 }
 
+/* SGD without momentum keeps no state from one step to the next: after a
+ * step on a batch with a NaN (the weights its gradient reaches turn NaN)
+ * and the weights put back, the next step gives exactly what a fresh
+ * engine's does. */
+static void test_sgd_forgets_a_nan(void)
+{
+    poet_graph g;
+    poet_err err = {0};
+    CHECK(!poet_zoo_build("mlp_digits", BATCH, &g, &err));
+    poet_optimizer sgd = poet_optimizer_default(POET_OPT_SGD);
+    sgd.momentum = 0;
+    rig a, b;
+    rig_start(&a, &g, "keep-all", 0, NULL, sgd, 3);
+    rig_start(&b, &g, "keep-all", 0, NULL, sgd, 3);
+    CHECK(a.ok && b.ok);
+    uint64_t P = poet_graph_param_count(&g);
+    float *w = malloc(4 * P), *x = malloc(4 * poet_shape_numel(&g.nodes[0].shape));
+    int32_t y[BATCH];
+    double loss;
+    if (a.ok && b.ok) {
+        rt_get_params(a.e, &g, w);
+        rt_batch(&g, 5, x, y);
+        x[0] = NAN;
+        CHECK(!poet_engine_step(a.e, x, y, &loss, &err));
+        float *after = malloc(4 * P);
+        rt_get_params(a.e, &g, after);
+        int nans = 0;
+        for (uint64_t i = 0; i < P; i++) nans += isnan(after[i]);
+        CHECK_MSG(nans > 0, "a step on an input with a NaN left every weight finite");
+        free(after);
+        rt_put_params(a.e, &g, w);
+        rt_batch(&g, 6, x, y);
+        CHECK(!poet_engine_step(a.e, x, y, &loss, &err) && !poet_engine_step(b.e, x, y, &loss, &err));
+        char ha[65], hb[65];
+        poet_engine_weights_sha256(a.e, ha), poet_engine_weights_sha256(b.e, hb);
+        CHECK_MSG(strcmp(ha, hb) == 0, "SGD without momentum carried a NaN into the next step");
+    }
+    free(w), free(x);
+    rig_free(&a), rig_free(&b);
+    poet_graph_free(&g);
+}
+
 int main(void)
 {
     static const char *models[] = {"mlp_digits", "cnn_digits", "mlp_fashion", "cnn_fashion", "resnet_small"};
     for (size_t i = 0; i < sizeof models / sizeof *models; i++) test_model_bit_identity(models[i]);
+    test_sgd_forgets_a_nan();
     test_storage_faults();
     test_checkpoints();
     return check_report();

@@ -523,7 +523,9 @@ static inline void optimizer_update_one(poet_dev *d, uint64_t p, uint64_t g, flo
     const img_header *h = d->h;
     float grad = d->grads[g] + h->weight_decay * d->params[p];
     if (h->optimizer == KOPT_SGD) {
-        d->opt_m[g] = h->momentum * d->opt_m[g] + grad;
+        /* without momentum no state carries over, as in PyTorch: 0 x a non-finite old value would poison every
+         * later step (the same bits otherwise: 0 x m + g is g) */
+        d->opt_m[g] = h->momentum != 0 ? h->momentum * d->opt_m[g] + grad : grad;
         d->params[p] -= lr * d->opt_m[g];
     } else {
         d->opt_m[g] = h->beta1 * d->opt_m[g] + (1 - h->beta1) * grad;
