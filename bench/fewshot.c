@@ -2,8 +2,10 @@
  * meta-train cnn_digits on classes 0-5 (first-order MAML, per-tensor inner
  * learning rates pushed to sparsity: p-Meta-style), then adapt to 4-way
  * tasks from the unseen classes 6-9 with five arms: full adaptation, the
- * classifier only, biases and classifier, a static channel-sparse update and
- * the p-Meta-style update. Every arm's inner rates are scaled by the
+ * classifier only, biases and classifier, a static channel-sparse update
+ * (half of each convolution's input channels, by weight norm: --train
+ * ratio, so its graph keeps only those for the weight gradients) and the
+ * p-Meta-style update. Every arm's inner rates are scaled by the
  * multiplier that adapts best on tasks of the meta-training classes. Each
  * arm trains under a POET schedule planned for its own training graph
  * (--train mask) at the smallest feasible budget on the m4 profile; the
@@ -139,41 +141,54 @@ static void model_init(model *m, const poet_graph *g)
     m->n_params = at;
 }
 
-static void put_params(poet_engine *e, const model *m, const float *theta)
+/* The node of g named like node v of ref, or -1: an arm's graph may hold
+ * channel selects (ratio:R) between the model's nodes. */
+static int node_like(const poet_graph *g, const poet_graph *ref, int v)
+{
+    for (int u = 0; u < g->n_forward; u++)
+        if (strcmp(g->nodes[u].name, ref->nodes[v].name) == 0) return u;
+    return -1;
+}
+
+/* theta into e, whose graph is g. */
+static void put_params(poet_engine *e, const poet_graph *g, const model *m, const float *theta)
 {
     for (int k = 0; k < m->n_tensors; k++) {
         uint64_t n;
-        float *p = poet_engine_params(e, m->t[k].node, false, &n);
+        float *p = poet_engine_params(e, node_like(g, &m->g, m->t[k].node), false, &n);
         if (!m->t[k].bias) memcpy(p, theta + m->t[k].at, (size_t)(n * sizeof(float)));
     }
 }
 
-static void get_params(poet_engine *e, const model *m, float *theta)
+static void get_params(poet_engine *e, const poet_graph *g, const model *m, float *theta)
 {
     for (int k = 0; k < m->n_tensors; k++) {
         uint64_t n;
-        const float *p = poet_engine_params(e, m->t[k].node, false, &n);
+        const float *p = poet_engine_params(e, node_like(g, &m->g, m->t[k].node), false, &n);
         if (!m->t[k].bias) memcpy(theta + m->t[k].at, p, (size_t)(n * sizeof(float)));
     }
 }
 
-/* Batch norm statistics, node by node in forward order. */
-static void copy_stats(poet_engine *to, poet_engine *from, const poet_graph *g)
+/* Batch norm statistics, node by node, from the engine on graph fg to the
+ * one on graph tg. */
+static void copy_stats(poet_engine *to, const poet_graph *tg, poet_engine *from, const poet_graph *fg)
 {
-    for (int v = 0; v < g->n_forward; v++) {
+    for (int v = 0; v < tg->n_forward; v++) {
         uint64_t n, n2;
+        int u = node_like(fg, tg, v);
         float *b = poet_engine_buffers(to, v, &n);
-        const float *s = poet_engine_buffers(from, v, &n2);
+        const float *s = u < 0 ? NULL : poet_engine_buffers(from, u, &n2);
         if (b && s && n && n == n2) memcpy(b, s, (size_t)(n * sizeof(float)));
     }
 }
 
 /* The gradient of tensor t after a step, or NULL where it is frozen in e's graph. */
-static const float *grad_of(poet_engine *e, const poet_graph *g, const tensor *t)
+static const float *grad_of(poet_engine *e, const poet_graph *g, const model *m, const tensor *t)
 {
     uint64_t n, tw, tb;
-    const poet_node *nd = &g->nodes[t->node];
-    const float *gr = poet_engine_params(e, t->node, true, &n);
+    int v = node_like(g, &m->g, t->node);
+    const poet_node *nd = &g->nodes[v];
+    const float *gr = poet_engine_params(e, v, true, &n);
     poet_param_trained_split(nd->op, &nd->attrs, nd->params, &tw, &tb);
     if (!gr || !(t->bias ? tb : tw)) return NULL;
     return t->bias ? gr + tw : gr;
@@ -185,7 +200,7 @@ typedef struct arm {
     const char *name;
     double rate[2 * MAX_NODES]; /* per tensor; 0: frozen */
     bool attention;             /* per task, the half of each convolution's output channels with the largest gradient */
-    bool static_channels;       /* a fixed half: the output channels with the largest weights */
+    double ratio;               /* the share of a convolution's input channels its weights train on (ratio:R) */
     bool pruned[2 * MAX_NODES]; /* meta-training: frozen for good */
     poet_graph g[2];            /* its training graph at the support batch of 1 and 5 shots */
     rig r[2];
@@ -203,15 +218,17 @@ static bool write_mask(const model *m, const arm *a, char *path)
     for (int k = 0; k < m->n_tensors; k++) {
         if (m->t[k].bias) continue;
         bool wt = a->rate[k] > 0, bt = k + 1 < m->n_tensors && m->t[k + 1].bias && a->rate[k + 1] > 0;
-        fprintf(f, "%s %s\n", m->g.nodes[m->t[k].node].name, wt && bt ? "all" : wt ? "weights" : bt ? "bias" : "none");
+        fprintf(f, "%s %s", m->g.nodes[m->t[k].node].name, wt && bt ? "all" : wt ? "weights" : bt ? "bias" : "none");
+        fprintf(f, wt && m->t[k].rows && a->ratio > 0 ? " ratio:%g\n" : "\n", a->ratio);
     }
     return fclose(f) == 0;
 }
 
 /* An engine that only computes gradients (SGD at rate 0), on g under the
  * planner's schedule for the smallest feasible budget or the keep-all peak on the m4
- * profile, recomputation allowed 1.5x the compute time. */
-static bool start_planned(rig *r, const poet_graph *g, const char *planner, bool smallest)
+ * profile, recomputation allowed 1.5x the compute time, from the weights
+ * theta (NULL: the seed's; they choose the channels of ratio:R). */
+static bool start_planned(rig *r, const poet_graph *g, const char *planner, bool smallest, const float *theta)
 {
     memset(r, 0, sizeof *r);
     poet_err err = {0};
@@ -223,7 +240,7 @@ static bool start_planned(rig *r, const poet_graph *g, const char *planner, bool
     ok = ok && !poet_plan(planner, &r->p, &o, &r->plan, &err);
     ok = ok && (r->plan.status == POET_PLAN_OPTIMAL || r->plan.status == POET_PLAN_FEASIBLE);
     ok = ok && !poet_simulate(&r->p, &r->plan.schedule, &r->sim, NULL, &err);
-    poet_engine_config cfg = {g, &r->p, &r->plan.schedule, NULL, {POET_OPT_SGD, 0, 0, 0, 0, 0, 0}, 1, 0, NULL, NULL};
+    poet_engine_config cfg = {g, &r->p, &r->plan.schedule, NULL, {POET_OPT_SGD, 0, 0, 0, 0, 0, 0}, 1, 0, theta, NULL};
     ok = ok && !poet_engine_init(&r->e, &cfg, &err);
     if (!ok) fprintf(stderr, "fewshot: %s: %s\n", g->model, err.msg[0] ? err.msg : "no schedule");
     return r->ok = ok;
@@ -233,18 +250,18 @@ static bool start_planned(rig *r, const poet_graph *g, const char *planner, bool
  * planner's schedule at the smallest feasible budget. */
 static bool arm_start(const model *m, arm *a, int s, int batch, const float *theta, poet_engine *stats)
 {
-    char path[64], spec[80];
+    char path[64], spec[96];
     poet_err err = {0};
     if (!write_mask(m, a, path)) return false;
-    snprintf(spec, sizeof spec, "mask:%s+frozen-bn", path);
+    snprintf(spec, sizeof spec, "mask:%s+frozen-bn+masks", path);
     bool ok = !poet_zoo_build("cnn_digits", batch, &a->g[s], &err) && !poet_graph_set_trainable(&a->g[s], spec, &err);
     unlink(path);
     if (!ok) return fprintf(stderr, "%s: %s\n", a->name, err.msg), false;
-    if (!start_planned(&a->r[s], &a->g[s], "fast", true)) return false;
+    if (!start_planned(&a->r[s], &a->g[s], "fast", true, theta)) return false;
     a->keep_all[s] = a->r[s].p.keep_all_peak_bytes;
     a->planned[s] = a->r[s].sim.peak_ram_bytes;
-    put_params(a->r[s].e, m, theta);
-    copy_stats(a->r[s].e, stats, &a->g[s]);
+    put_params(a->r[s].e, &a->g[s], m, theta);
+    copy_stats(a->r[s].e, &a->g[s], stats, &m->g);
     return true;
 }
 
@@ -256,40 +273,12 @@ static void arm_free(arm *a)
 
 /* ---- adaptation ---- */
 
-/* Which output channels of tensor t adapt: all, or the half with the largest
- * score (per row: the norm of the gradient, or of the weights). */
-static void choose_rows(const tensor *t, const float *score, uint8_t *keep)
-{
-    uint64_t rows = t->rows, per = t->n / rows;
-    double norm[256];
-    for (uint64_t r = 0; r < rows; r++) {
-        norm[r] = 0;
-        for (uint64_t i = 0; i < per; i++) norm[r] += (double)score[r * per + i] * score[r * per + i];
-    }
-    for (uint64_t r = 0; r < rows; r++) {
-        uint64_t above = 0;
-        for (uint64_t u = 0; u < rows; u++) above += norm[u] > norm[r] || (norm[u] == norm[r] && u < r);
-        keep[r] = above < rows / 2;
-    }
-}
-
-/* The bits of tensor t's rows that keep[] drops, cleared in the train mask. */
-static void drop_rows(poet_engine *e, const tensor *t, const uint8_t *keep, uint8_t *mask)
-{
-    uint64_t n, P;
-    uint64_t at = (uint64_t)(poet_engine_params(e, t->node, false, &n) - poet_dev_weights(poet_engine_device(e), &P));
-    at += t->bias ? n - t->n : 0;
-    uint64_t per = t->n / t->rows;
-    for (uint64_t i = 0; i < t->n; i++)
-        if (!keep[i / per]) mask[(at + i) / 8] &= (uint8_t)~(1u << ((at + i) % 8));
-}
-
 /* Adapts theta (a copy) on the support set with the arm's engine, the way
  * a device does it (poet/device.h): plain SGD at the arm's rate per tensor
  * (poet_dev_set_rates), the channel attention choosing from the gradient of
  * the first step with one (poet_dev_keep_rows; the classifier starts at
- * zero, so the body's first gradient is zero) and the static arm's rows
- * fixed by weight norm, both through the train mask. Then counts the query
+ * zero, so the body's first gradient is zero) through the train mask; the
+ * static arm's channels are its graph's (ratio:R). Then counts the query
  * examples it classifies right (argmax over the task's WAYS classes) with
  * the query engine. */
 static int adapt(const model *m, arm *a, int s, poet_engine *query, const float *theta, const task *t, float *work)
@@ -299,24 +288,18 @@ static int adapt(const model *m, arm *a, int s, poet_engine *query, const float 
     poet_dev *d = poet_engine_device(e);
     memcpy(work, theta, m->n_params * sizeof(float));
     memset(work + m->t[m->head_w].at, 0, (m->t[m->head_w].n + m->t[m->head_b].n) * sizeof(float));
-    put_params(e, m, work);
+    put_params(e, &a->g[s], m, work);
     static float rates[2 * MAX_NODES];
     static uint8_t mask[1 << 14];
     memset(rates, 0, sizeof rates), memset(mask, 0xff, sizeof mask);
-    for (int k = 0; k < m->n_tensors; k++) rates[2 * m->t[k].node + m->t[k].bias] = (float)a->rate[k];
+    for (int k = 0; k < m->n_tensors; k++)
+        rates[2 * node_like(&a->g[s], &m->g, m->t[k].node) + m->t[k].bias] = (float)a->rate[k];
     poet_dev_set_rates(d, rates);
-    poet_dev_set_train_mask(d, a->static_channels ? mask : NULL);
-    for (int k = 0; a->static_channels && k < m->n_tensors; k++)
-        if (m->t[k].rows && !m->t[k].bias && a->rate[k] > 0) {
-            uint8_t keep[256];
-            choose_rows(&m->t[k], theta + m->t[k].at, keep);
-            drop_rows(e, &m->t[k], keep, mask);
-            if (k + 1 < m->n_tensors && m->t[k + 1].bias) drop_rows(e, &m->t[k + 1], keep, mask);
-        }
     uint32_t attend[2 * MAX_NODES], count = 0;
     for (int k = 0; a->attention && k < m->n_tensors; k++)
-        if (m->t[k].rows && !m->t[k].bias && a->rate[k] > 0 && grad_of(e, &a->g[s], &m->t[k]))
-            attend[2 * count] = (uint32_t)m->t[k].node, attend[2 * count++ + 1] = (uint32_t)(m->t[k].rows / 2);
+        if (m->t[k].rows && !m->t[k].bias && a->rate[k] > 0 && grad_of(e, &a->g[s], m, &m->t[k]))
+            attend[2 * count] = (uint32_t)node_like(&a->g[s], &m->g, m->t[k].node),
+            attend[2 * count++ + 1] = (uint32_t)(m->t[k].rows / 2);
     int rc = 0;
     for (int step = 0; step < INNER_STEPS && !rc; step++) {
         float loss;
@@ -327,8 +310,8 @@ static int adapt(const model *m, arm *a, int s, poet_engine *query, const float 
     }
     poet_dev_set_rates(d, NULL), poet_dev_set_train_mask(d, NULL);
     if (rc) return fprintf(stderr, "%s\n", err.msg), -1;
-    get_params(e, m, work);
-    put_params(query, m, work);
+    get_params(e, &a->g[s], m, work);
+    put_params(query, &m->g, m, work);
     float logits[WAYS * QUERY * 10];
     if (poet_engine_predict(query, t->qx, logits, &err)) return fprintf(stderr, "%s\n", err.msg), -1;
     int right = 0;
@@ -437,15 +420,15 @@ static bool meta_train(const poet_dataset *d, const pool *p, model *m, arm *meta
         memset(sums, 0, m->n_params * sizeof(float));
         double loss;
         for (int step = 0; step < META_STEPS; step++) {
-            put_params(e, m, work);
+            put_params(e, &meta->g[1], m, work);
             if (poet_engine_step(e, t->sx, t->sy, &loss, &err)) return fprintf(stderr, "%s\n", err.msg), false;
             for (int k = 0; k < m->n_tensors; k++) {
-                const float *g = grad_of(e, &meta->g[1], &m->t[k]);
+                const float *g = grad_of(e, &meta->g[1], m, &m->t[k]);
                 for (uint64_t i = 0; g && i < m->t[k].n; i++)
                     work[m->t[k].at + i] -= (float)meta->rate[k] * g[i], sums[m->t[k].at + i] += g[i];
             }
         }
-        put_params(query, m, work);
+        put_params(query, &m->g, m, work);
         if (poet_engine_step(query, t->qx, t->qy, &loss, &err)) return fprintf(stderr, "%s\n", err.msg), false;
         for (int k = 0; k < m->n_tensors; k++) {
             const tensor *tk = &m->t[k];
@@ -571,10 +554,10 @@ int main(int argc, char **argv)
         return fprintf(stderr, "%s\n", e2.msg), 1;
     model_init(&m, &m.g);
     float *theta = malloc(m.n_params * sizeof(float)), *work = malloc(m.n_params * sizeof(float));
-    get_params(pre.e, &m, theta);
+    get_params(pre.e, &pre_g, &m, theta);
     rig q;
-    if (!start_planned(&q, &m.g, "keep-all", false)) return 1;
-    copy_stats(q.e, pre.e, &m.g);
+    if (!start_planned(&q, &m.g, "keep-all", false, NULL)) return 1;
+    copy_stats(q.e, &m.g, pre.e, &pre_g);
     static arm meta = {.name = "meta-training"};
     for (int k = 0; k < m.n_tensors; k++) meta.rate[k] = o.rate0;
     if (!arm_start(&m, &meta, 1, WAYS * 5, theta, pre.e)) return 1;
@@ -594,7 +577,7 @@ int main(int argc, char **argv)
     static arm arms[5] = {{.name = "full adaptation"},
                           {.name = "classifier only"},
                           {.name = "biases and classifier"},
-                          {.name = "channel-sparse (static half)", .static_channels = true},
+                          {.name = "channel-sparse (static half)", .ratio = 0.5},
                           {.name = "p-Meta-style", .attention = true}};
     for (int k = 0; k < m.n_tensors; k++) {
         const tensor *tk = &m.t[k];
