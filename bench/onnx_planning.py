@@ -88,4 +88,5 @@ def main():
     print(f"\n{met} of {len(runs)} settings within a certified 1% gap in 120 s")
 
 
-main()
+if __name__ == "__main__":
+    main()

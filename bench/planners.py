@@ -162,4 +162,5 @@ def main():
                   f"{median(found_ratios):.0f}x, at least 10x on {sum(r >= 10 for r in found_ratios)}")
 
 
-main()
+if __name__ == "__main__":
+    main()

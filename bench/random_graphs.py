@@ -149,4 +149,5 @@ def main():
               f">= 10x on {faster} of {len(ratios)}")
 
 
-main()
+if __name__ == "__main__":
+    main()

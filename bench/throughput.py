@@ -73,4 +73,5 @@ def main():
               f"({', '.join(f'{1e3 * v:.1f}' for v in t)}) | {mp / mt:.2f}x |")
 
 
-main()
+if __name__ == "__main__":
+    main()

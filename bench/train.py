@@ -93,4 +93,5 @@ def main():
     print(f"\npoet / PyTorch time per step: {p['host_step_seconds'] / t:.2f}x")
 
 
-main()
+if __name__ == "__main__":
+    main()
