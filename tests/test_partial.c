@@ -413,7 +413,7 @@ static void test_relu_masks(const char *spec, bool reaches_pool)
 static bool layer_blocks(const poet_node *n, uint64_t *rows, uint64_t *cols, uint64_t *block)
 {
     if (!poet_weight_rows(n, rows, cols)) return false;
-    *block = n->op == POET_OP_CONV2D ? (uint64_t)n->attrs.kh * (uint64_t)n->attrs.kw : 1;
+    *block = poet_channel_block(n->op, &n->attrs);
     return true;
 }
 

@@ -181,6 +181,13 @@ static inline bool poet_weight_rows(const poet_node *n, uint64_t *rows, uint64_t
     return *cols > 0;
 }
 
+/* Of a conv's or linear layer's weight row, the weights that read one
+ * input channel: the kernel (kh x kw), or 1. */
+static inline uint64_t poet_channel_block(poet_op op, const poet_attrs *a)
+{
+    return op == POET_OP_CONV2D ? (uint64_t)a->kh * (uint64_t)a->kw : 1;
+}
+
 /* The same split counting only what trains: 0 for a tensor the
  * POET_ATTR_FREEZE_* flags freeze; of a conv's or linear layer's weights
  * that train on a.end input channels (ratio:R), those. Gradients and
@@ -190,7 +197,7 @@ static inline void poet_param_trained_split(poet_op op, const poet_attrs *a, uin
                                             uint64_t *bias)
 {
     poet_param_split(op, a, params, weights, bias);
-    uint64_t block = op == POET_OP_CONV2D ? (uint64_t)a->kh * (uint64_t)a->kw : 1;
+    uint64_t block = poet_channel_block(op, a);
     bool layer = op == POET_OP_CONV2D || op == POET_OP_LINEAR;
     if (layer && a->end > 0 && a->features > 0 && block) *weights = (uint64_t)a->features * (uint64_t)a->end * block;
     if (a->flags & POET_ATTR_FREEZE_WEIGHTS) *weights = 0;

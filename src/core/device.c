@@ -554,7 +554,7 @@ static void optimizer_update_range(poet_dev *d, uint64_t p, uint64_t g, uint64_t
 static void optimizer_update_selected(poet_dev *d, const knode *n, const knode *sel, float lr, float c1, float c2)
 {
     uint64_t rows = (uint64_t)n->attrs.features, cols = knode_weights(n) / rows;
-    uint64_t block = n->op == POET_OP_CONV2D ? (uint64_t)n->attrs.kh * (uint64_t)n->attrs.kw : 1;
+    uint64_t block = poet_channel_block((poet_op)n->op, &n->attrs);
     const uint32_t *list = channel_lists(d) + sel->attrs.start;
     uint64_t kept = (uint64_t)sel->attrs.features;
     for (uint64_t f = 0; f < rows; f++)

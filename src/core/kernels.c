@@ -348,10 +348,11 @@ static const knode *selected_of(const kernel_ctx *c)
 /* With a channel_select after the layer (ratio:R), x is its copy of the
  * channels the weights train on and dw holds only their gradients, row by
  * row: the sums of the dense gradient, in the same order. */
-static void conv_backward_params(const kernel_ctx *c, conv_dims d, const float *dy, const float *x)
+static void conv_backward_params(const kernel_ctx *c, conv_dims d, const grad_reads *r)
 {
     float *dw = c->grad_w;
     const knode *sel = selected_of(c);
+    const float *dy = r->dy, *x = sel ? r->mask : r->x0;
     conv_dims k = d; /* the channels x holds */
     if (sel) k.C = k.CG = sel->attrs.features, k.KK = k.CG * d.KH * d.KW;
     idx chunk = conv_chunk(c, k);
@@ -380,7 +381,7 @@ static void conv_backward(const kernel_ctx *c)
     grad_reads r = reads_of(c);
     conv_dims d = conv_dims_of(fwd_of(c), fwd_in(c, 0));
     if (c->n->wrt == 0) conv_backward_input(c, d, r.dy);
-    conv_backward_params(c, d, r.dy, selected_of(c) ? r.mask : r.x0);
+    conv_backward_params(c, d, &r);
 }
 
 /* ---- batch norm (training: batch statistics; inference: running) ---- */

@@ -187,6 +187,9 @@ static bool same_node(const poet_node *a, const poet_node *b)
     return a->bytes == b->bytes && a->flops == b->flops && a->params == b->params && a->buffers == b->buffers;
 }
 
+/* A convolution or linear layer: weights that read input channels. */
+static bool is_layer(poet_op op) { return op == POET_OP_CONV2D || op == POET_OP_LINEAR; }
+
 /* The axis a conv's or linear layer's weights see as input channels. */
 static int channel_axis(const poet_graph *g, const poet_node *n)
 {
@@ -238,8 +241,7 @@ static poet_status rebuild_forward(poet_graph *g, const int *aux_after, poet_err
         int aux = aux_after ? aux_after[v] : 0;
         poet_attrs a = n->attrs;
         a.flags = (a.flags & ~POET_ATTR_COMPACT_READ) | (aux ? POET_ATTR_COMPACT_READ : 0);
-        if (aux_after && (n->op == POET_OP_CONV2D || n->op == POET_OP_LINEAR))
-            a.end = aux; /* the channels its weights train on; stripped, the layer keeps what it wants */
+        if (aux_after && is_layer(n->op)) a.end = aux; /* its trained channels; stripped, it keeps what it wants */
         map[v] = poet_graph_add(&h, n->op, ins, n->n_inputs, &a, n->name);
         if (map[v] >= 0 && !same_node(&h.nodes[map[v]], n))
             st = poet_fail(err, POET_ERR_UNSUPPORTED, "+masks: node %s cannot be built again as it is", n->name);
@@ -260,6 +262,14 @@ static bool has_aux(const poet_graph *g)
 {
     for (int v = 0; v < g->n_forward; v++)
         if (is_aux(g->nodes[v].op)) return true;
+    return false;
+}
+
+/* Whether forward node v has a gradient node. */
+static bool has_gradient(const poet_graph *g, int v)
+{
+    for (int b = g->n_forward; b < g->n_nodes; b++)
+        if (g->nodes[b].op == POET_OP_GRAD && g->nodes[b].fwd == v) return true;
     return false;
 }
 
@@ -297,11 +307,7 @@ static int choose_aux(const poet_graph *g, bool *aux)
             }
         }
     }
-    for (int v = 0; v < F; v++) { /* and a choice must have a gradient that reads */
-        bool read = false;
-        for (int b = F; b < g->n_nodes && !read; b++) read = g->nodes[b].op == POET_OP_GRAD && g->nodes[b].fwd == v;
-        count += aux[v] = aux[v] && read;
-    }
+    for (int v = 0; v < F; v++) count += aux[v] = aux[v] && has_gradient(g, v); /* and a gradient that reads */
     return count;
 }
 
@@ -314,10 +320,8 @@ static int choose_selects(poet_graph *g, int *aux)
     for (int v = 0; v < F; v++) {
         poet_node *n = &g->nodes[v];
         aux[v] = 0;
-        if (n->op != POET_OP_CONV2D && n->op != POET_OP_LINEAR) continue;
-        bool read = false;
-        for (int b = F; b < g->n_nodes && !read; b++) read = g->nodes[b].op == POET_OP_GRAD && g->nodes[b].fwd == v;
-        if (read && n->attrs.end > 0) aux[v] = n->attrs.end, count++;
+        if (!is_layer(n->op)) continue;
+        if (n->attrs.end > 0 && has_gradient(g, v)) aux[v] = n->attrs.end, count++;
         else n->attrs.end = 0;
     }
     return count;
@@ -329,7 +333,7 @@ static void want_channels(poet_graph *g, const double *ratio)
 {
     for (int v = 0; v < g->n_forward; v++) {
         poet_node *n = &g->nodes[v];
-        if (n->op != POET_OP_CONV2D && n->op != POET_OP_LINEAR) continue;
+        if (!is_layer(n->op)) continue;
         int64_t C = g->nodes[n->inputs[0]].shape.dim[channel_axis(g, n)];
         int64_t keep = (int64_t)ceil(ratio[v] * (double)C - 1e-9);
         bool grouped = n->op == POET_OP_CONV2D && n->attrs.groups > 1; /* a depthwise layer trains whole */
@@ -376,6 +380,15 @@ static poet_status derive(poet_graph *g, bool masks, poet_err *err)
     return st;
 }
 
+/* The flags (was[v]) and the layers' wanted channels (was[F + v]) as they
+ * were before a failed choice. */
+static void restore(poet_graph *g, const int *was)
+{
+    apply(g, was);
+    for (int v = 0; v < g->n_forward; v++)
+        if (is_layer(g->nodes[v].op)) g->nodes[v].attrs.end = was[g->n_forward + v];
+}
+
 poet_status poet_graph_set_trainable(poet_graph *g, const char *spec, poet_err *err)
 {
     if (g->loss < 0) return poet_fail(err, POET_ERR_INVALID, "graph '%s' has no backward pass to choose for", g->model);
@@ -407,9 +420,7 @@ poet_status poet_graph_set_trainable(poet_graph *g, const char *spec, poet_err *
         apply(g, freeze);
         want_channels(g, ratio);
         if ((st = derive(g, masks, err))) { /* out of memory, or a graph not built by poet_graph_add */
-            for (int v = 0; g->n_forward == F && v < F; v++)
-                if (g->nodes[v].op == POET_OP_CONV2D || g->nodes[v].op == POET_OP_LINEAR) g->nodes[v].attrs.end = was[F + v];
-            if (g->n_forward == F) apply(g, was);
+            if (g->n_forward == F) restore(g, was);
             poet_err ignored = {0};
             if (g->loss < 0) derive(g, false, &ignored);
         }

@@ -267,7 +267,8 @@ static poet_status choose_channels(const poet_graph *g, const knode *k, const fl
         if (sel->op != POET_OP_CHANNEL_SELECT) continue;
         uint64_t rows = 0, cols = 0;
         poet_weight_rows(layer, &rows, &cols); /* a conv or linear layer: trainable.c puts selects there */
-        uint32_t C = (uint32_t)g->nodes[sel->inputs[0]].shape.dim[sel->attrs.axis], block = (uint32_t)(cols / C);
+        uint32_t C = (uint32_t)g->nodes[sel->inputs[0]].shape.dim[sel->attrs.axis];
+        uint64_t block = poet_channel_block(layer->op, &layer->attrs);
         const float *w = params + k[v - 1].param_at;
         for (uint32_t c = 0; c < C; c++) norms[c] = (channel_norm){0, c};
         for (uint64_t i = 0; i < rows * cols; i++) {
