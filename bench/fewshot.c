@@ -247,8 +247,10 @@ static bool start_planned(rig *r, const poet_graph *g, const char *planner, bool
 }
 
 /* The arm's graph at the support batch, and an engine on it under the fast
- * planner's schedule at the smallest feasible budget. */
-static bool arm_start(const model *m, arm *a, int s, int batch, const float *theta, poet_engine *stats)
+ * planner's schedule at the smallest feasible budget, with theta's weights
+ * and the batch norm statistics of stats (an engine on stats_g). */
+static bool arm_start(const model *m, arm *a, int s, int batch, const float *theta, poet_engine *stats,
+                      const poet_graph *stats_g)
 {
     char path[64], spec[96];
     poet_err err = {0};
@@ -260,8 +262,7 @@ static bool arm_start(const model *m, arm *a, int s, int batch, const float *the
     if (!start_planned(&a->r[s], &a->g[s], "fast", true, theta)) return false;
     a->keep_all[s] = a->r[s].p.keep_all_peak_bytes;
     a->planned[s] = a->r[s].sim.peak_ram_bytes;
-    put_params(a->r[s].e, &a->g[s], m, theta);
-    copy_stats(a->r[s].e, &a->g[s], stats, &m->g);
+    copy_stats(a->r[s].e, &a->g[s], stats, stats_g); /* the weights are theta's from the start */
     return true;
 }
 
@@ -560,7 +561,7 @@ int main(int argc, char **argv)
     copy_stats(q.e, &m.g, pre.e, &pre_g);
     static arm meta = {.name = "meta-training"};
     for (int k = 0; k < m.n_tensors; k++) meta.rate[k] = o.rate0;
-    if (!arm_start(&m, &meta, 1, WAYS * 5, theta, pre.e)) return 1;
+    if (!arm_start(&m, &meta, 1, WAYS * 5, theta, pre.e, &pre_g)) return 1;
     /* learn rates under the penalty, freeze to the memory budget, then
      * meta-train again with what is left */
     static arm none;
@@ -595,7 +596,8 @@ int main(int argc, char **argv)
                m.g.nodes[m.t[k].node].name, m.t[k].bias ? "bias" : "weights", meta.rate[k], m.t[k].cost);
     printf("], \"arms\": [\n");
     for (int a = 0; a < 5; a++) {
-        if (!arm_start(&m, &arms[a], 0, WAYS * 1, theta, pre.e) || !arm_start(&m, &arms[a], 1, WAYS * 5, theta, pre.e))
+        if (!arm_start(&m, &arms[a], 0, WAYS * 1, theta, pre.e, &pre_g) ||
+            !arm_start(&m, &arms[a], 1, WAYS * 5, theta, pre.e, &pre_g))
             return 1;
         double scale = select_scale(&d, &p, &m, &arms[a], q.e, theta, tasks / 5 > 2 ? tasks / 5 : 2, seed, &t, work);
         evaluate(&d, &p, &m, &arms[a], q.e, theta, tasks, seed, &t, work);
