@@ -7,10 +7,12 @@
  *              of recomputation); held from one backward reader to the next
  *              only if that is within its reach (0, 1, 2, 4 stages or all);
  *   page       paged out in the stage after its computation, dropped after
- *              its last forward reader, paged in the stage before its first
- *              use, kept to its last; a use is a backward reader or a stage
- *              whose recomputation chain reads it (so that a chain stops at
- *              a paged tensor instead of recomputing it).
+ *              its last forward reader, paged in the stage before a use and
+ *              held to the next within its reach, else paged in again; a
+ *              use is a backward reader or a stage whose recomputation
+ *              chain reads it (so that a chain stops at a paged tensor
+ *              instead of recomputing it).
+ * A gradient read by a later backward node may be kept or paged.
  * Given the fates, the schedule follows stage by stage and is measured with
  * POET's own accounting (the validator's), so a search over fates is a
  * search over exact schedules: greedily give the fate that buys the most
@@ -28,10 +30,21 @@
 #include "milp.h"
 #include "../runtime/util.h"
 
-enum { N_REACH = 5, FATE_KEEP = 0, FATE_RECOMPUTE, FATE_PAGE = FATE_RECOMPUTE + N_REACH, N_FATES };
-/* recompute fates: held from one backward reader to the next this many
- * stages away at most (the last: to the last reader) */
+enum {
+    N_REACH = 5,
+    FATE_KEEP = 0,
+    FATE_RECOMPUTE,
+    FATE_PAGE = FATE_RECOMPUTE + N_REACH,
+    FATE_PAGE_HELD = FATE_PAGE + N_REACH - 1, /* paged in once, held to its last use */
+    N_FATES
+};
+/* recompute and page fates: held from one use to the next this many stages
+ * away at most (the last: to the last use) */
 static const int REACH[N_REACH] = {0, 1, 2, 4, 1 << 30};
+
+static bool is_page(int fate) { return fate >= FATE_PAGE; }
+
+static int reach(int fate) { return REACH[is_page(fate) ? fate - FATE_PAGE : fate - FATE_RECOMPUTE]; }
 
 enum { MAX_FAILED_KICKS = 200 };
 
@@ -78,9 +91,10 @@ static bool can_page(const search *c, int i)
 static bool allowed(const search *c, int i, int fate)
 {
     if (fate == FATE_KEEP) return true;
-    if (c->p->inst->nodes[i].is_backward || c->fb[i] < 0) return false;
+    /* a gradient waiting for a later reader may be paged, not recomputed */
+    if (c->fb[i] < 0 || (c->p->inst->nodes[i].is_backward && !is_page(fate))) return false;
     if (!(c->enabled >> fate & 1)) return false;
-    if (fate != FATE_PAGE) return c->remat && c->fb[i] > c->lf[i] + 1;
+    if (!is_page(fate)) return c->remat && c->fb[i] > c->lf[i] + 1;
     return c->paging && can_page(c, i);
 }
 
@@ -102,7 +116,7 @@ static void closure(search *c, int t, uint64_t *R)
         for (int e = c->p->in_start[k]; e < c->p->in_start[k + 1]; e++) {
             int u = c->p->in[e];
             if (bit_get(c->res, u) || bit_get(R, u)) continue;
-            bool pageable = c->fate[u] == FATE_PAGE && on_storage(u, t - 1);
+            bool pageable = is_page(c->fate[u]) && on_storage(u, t - 1);
             uint64_t *uses = c->uses + (size_t)u * c->words;
             if (pageable && !below && !bit_get(uses, t)) bit_set(uses, t), c->new_use = true;
             bit_set(R, u);
@@ -129,12 +143,12 @@ static bool stays(const search *c, int i, int t)
 {
     int f = c->fate[i];
     if (f == FATE_KEEP) return t < c->p->last_use[i];
-    if (t < c->lf[i] || (f == FATE_PAGE && t <= i)) return true;
+    if (t < c->lf[i] || (is_page(f) && t <= i)) return true;
     const uint64_t *uses = c->uses + (size_t)i * c->words;
     int next = next_after(uses, c->words, t);
     if (next == INT_MAX) return false;
-    if (f == FATE_PAGE) return t >= next_after(uses, c->words, -1);
-    return next - t <= REACH[f - FATE_RECOMPUTE];
+    if (is_page(f) && t < next_after(uses, c->words, -1)) return false; /* on storage until its first use */
+    return next - t <= reach(f);
 }
 
 /* One pass of build, with the uses known so far. */
@@ -148,7 +162,7 @@ static score build_pass(search *c)
     memset(c->res, 0, row_bytes);
     int n_paged = 0;
     for (int i = 0; i < c->T; i++)
-        if (c->fate[i] == FATE_PAGE) c->paged[n_paged++] = i;
+        if (is_page(c->fate[i])) c->paged[n_paged++] = i;
     for (int t = 0; t < c->T; t++) {
         uint64_t *R = sched_row_mut(&c->s, POET_R, t);
         memcpy(sched_row_mut(&c->s, POET_SRAM, t), c->res, row_bytes);
@@ -223,7 +237,7 @@ static void note(search *c, const score *v)
 
 static bool go_on(const search *c, double deadline) { return !c->met && plan_wall_s() < deadline; }
 
-/* Whether i is in RAM, under keep, in a stage that is over the budget. */
+/* Whether i, under keep, is in RAM in a stage that is over the budget. */
 static bool relieves(const search *c, int i)
 {
     for (int t = c->lf[i] + 1; t <= c->p->last_use[i]; t++)
@@ -240,12 +254,15 @@ static score shrink(search *c, score cur, double deadline)
         double best_rate = INFINITY;
         memcpy(c->hot, c->over, (size_t)c->T * sizeof *c->hot);
         for (int i = 0; i < c->T; i++) {
-            if (c->fate[i] != FATE_KEEP || !relieves(c, i)) continue;
+            /* a tensor given up may still be in RAM where it hurts (held
+             * between two close readers, or paged in once for all) */
+            int was = c->fate[i];
+            if (!relieves(c, i)) continue;
             for (int f = FATE_RECOMPUTE; f < N_FATES; f++) {
-                if (!allowed(c, i, f)) continue;
+                if (f == was || !allowed(c, i, f)) continue;
                 c->fate[i] = (unsigned char)f;
                 score v = build(c);
-                c->fate[i] = FATE_KEEP;
+                c->fate[i] = (unsigned char)was;
                 if (!v.built || v.excess >= cur.excess || v.time_s > c->p->runtime_budget_s * (1 + 1e-9)) continue;
                 double rate = (v.energy_j - cur.energy_j) / (double)(cur.excess - v.excess);
                 if (rate < best_rate) best_rate = rate, best_i = i, best_f = f;
@@ -376,7 +393,7 @@ static uint64_t stage_floor(const poet_problem *p, int t)
 static uint64_t descend(search *c, double deadline)
 {
     uint64_t arena = 0;
-    unsigned all = (1u << N_FATES) - 1, page = 1u << FATE_PAGE, keep = 1u << FATE_KEEP;
+    unsigned all = (1u << N_FATES) - 1, page = 1u << FATE_PAGE_HELD, keep = 1u << FATE_KEEP;
     unsigned char *best = malloc((size_t)c->T);
     score top = {.built = false};
     c->record = top, c->record_at = 0, c->met = false;

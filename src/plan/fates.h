@@ -6,7 +6,8 @@
 
 /* A schedule in which each forward tensor is kept, recomputed (in chains,
  * as often as the backward pass needs it) or paged out once and in before
- * its first use (a backward reader or a recomputation that reads it), found
+ * its uses (a backward reader or a recomputation that reads it), and each
+ * gradient kept or paged, found
  * by a local search measured with POET's own accounting, within seconds,
  * or until it meets target_j (a lower bound on the energy). *found_at is
  * the plan_wall_s() when the search first met the fates of *out, or 0 where
