@@ -261,23 +261,20 @@ static void fast_on_larger_graphs(unsigned seed)
     CHECK(found >= 6);
 }
 
-/* branch_1 of bench/random_graphs.py on the m4 at 252239 B, 2.6% above its
- * largest stage: the backward pass must page concat gradients that wait for
- * their readers, and page relu3 in again for each of its four readers, since
- * none of them leaves room to hold it across the next. With only forward
- * tensors given fates, and paged tensors held from their first use on, no
- * descent of the fate search fit (the schedule came from a baseline). */
-static void fates_fit_a_tight_budget(void)
+/* Whether the fate search alone fits a random graph of bench/random_graphs.py
+ * (m4) at a budget where it used to find nothing; the schedule must pass
+ * the validator and fit. */
+static void fates_fit(const char *file, uint64_t budget, double factor)
 {
     poet_instance inst;
     poet_err err = {0};
-    CHECK(poet_instance_read_file(POET_TEST_DATA "/random/branch_1__m4.json", &inst, &err) == POET_OK);
+    CHECK(poet_instance_read_file(file, &inst, &err) == POET_OK);
     poet_problem p;
-    CHECK(poet_problem_init(&p, &inst, 252239, 1.112, &err) == POET_OK);
+    CHECK(poet_problem_init(&p, &inst, budget, factor, &err) == POET_OK);
     poet_schedule s = {0};
     double found_at = 0;
     CHECK(fates_plan(&p, true, true, 5, 0, &s, &found_at, &err) == POET_OK);
-    CHECK_MSG(found_at > 0, "the fate search found no schedule within %llu B", (unsigned long long)p.budget_bytes);
+    CHECK_MSG(found_at > 0, "%s: the fate search found no schedule within %llu B", file, (unsigned long long)budget);
     poet_sim sim;
     if (found_at > 0) {
         CHECK_MSG(poet_schedule_validate(&p, &s, &err) == POET_OK, "%s", err.msg);
@@ -286,6 +283,19 @@ static void fates_fit_a_tight_budget(void)
     poet_schedule_free(&s);
     poet_problem_free(&p);
     poet_instance_free(&inst);
+}
+
+/* branch_1 at 2.6% above its largest stage: the backward pass must page
+ * concat gradients that wait for their readers, and page relu3 in again
+ * for each of its four readers, since none of them leaves room to hold it
+ * across the next (fates for forward tensors only, paged in once for all,
+ * fit in no descent). dag_3 at 47%: tensors read by forward nodes far
+ * apart must be dropped and recomputed between them (fates that held a
+ * tensor to its last forward reader fit in no descent either). */
+static void fates_fit_tight_budgets(void)
+{
+    fates_fit(POET_TEST_DATA "/random/branch_1__m4.json", 252239, 1.112);
+    fates_fit(POET_TEST_DATA "/random/dag_3__m4.json", 3408, 1.352);
 }
 
 /* Remat only with no time to recompute leaves keep-all: a budget below its
@@ -346,7 +356,7 @@ int main(int argc, char **argv)
     fast_certificates(seed);
     cover_bound_rounds(seed);
     fast_on_larger_graphs(seed);
-    fates_fit_a_tight_budget();
+    fates_fit_tight_budgets();
     proven_infeasible();
     writes_mps();
     return check_report();

@@ -6,6 +6,8 @@
  *              recomputes it, with every ancestor that is gone too (chains
  *              of recomputation); held from one backward reader to the next
  *              only if that is within its reach (0, 1, 2, 4 stages or all);
+ *              a second kind applies the reach between forward readers
+ *              too (dropped right after a reader, recomputed for the next);
  *   page       paged out in the stage after its computation, dropped after
  *              its last forward reader, paged in the stage before a use and
  *              held to the next within its reach, else paged in again; a
@@ -34,7 +36,8 @@ enum {
     N_REACH = 5,
     FATE_KEEP = 0,
     FATE_RECOMPUTE,
-    FATE_PAGE = FATE_RECOMPUTE + N_REACH,
+    FATE_RECOMPUTE_FWD = FATE_RECOMPUTE + N_REACH, /* recomputed between forward readers too */
+    FATE_PAGE = FATE_RECOMPUTE_FWD + N_REACH,
     FATE_PAGE_HELD = FATE_PAGE + N_REACH - 1, /* paged in once, held to its last use */
     N_FATES
 };
@@ -44,7 +47,9 @@ static const int REACH[N_REACH] = {0, 1, 2, 4, 1 << 30};
 
 static bool is_page(int fate) { return fate >= FATE_PAGE; }
 
-static int reach(int fate) { return REACH[is_page(fate) ? fate - FATE_PAGE : fate - FATE_RECOMPUTE]; }
+static bool is_fwd(int fate) { return fate >= FATE_RECOMPUTE_FWD && fate < FATE_PAGE; }
+
+static int reach(int fate) { return REACH[(fate - FATE_RECOMPUTE) % N_REACH]; }
 
 enum { MAX_FAILED_KICKS = 200 };
 
@@ -61,6 +66,8 @@ typedef struct search {
     unsigned enabled;      /* bit f: fate f may be given */
     uint64_t *cap;         /* per stage, the budget it must fit: less than the user's where placement needs more */
     int *lf, *fb;          /* last forward reader (or itself); first backward reader, -1 if none */
+    uint64_t *freaders;    /* per tensor, a row of stages: its forward readers */
+    bool *fgap;            /* a forward reader more than one stage after the previous one (or the producer) */
     unsigned char *fate;
     int *stack, *paged;    /* scratch: a stack; the tensors to page */
     uint64_t *readers;     /* per tensor, a row of stages: its backward readers */
@@ -94,6 +101,7 @@ static bool allowed(const search *c, int i, int fate)
     /* a gradient waiting for a later reader may be paged, not recomputed */
     if (c->fb[i] < 0 || (c->p->inst->nodes[i].is_backward && !is_page(fate))) return false;
     if (!(c->enabled >> fate & 1)) return false;
+    if (is_fwd(fate)) return c->remat && c->fgap[i];
     if (!is_page(fate)) return c->remat && c->fb[i] > c->lf[i] + 1;
     return c->paging && can_page(c, i);
 }
@@ -143,8 +151,9 @@ static bool stays(const search *c, int i, int t)
 {
     int f = c->fate[i];
     if (f == FATE_KEEP) return t < c->p->last_use[i];
-    if (t < c->lf[i] || (is_page(f) && t <= i)) return true;
     const uint64_t *uses = c->uses + (size_t)i * c->words;
+    if (t < c->lf[i] && is_fwd(f)) return next_after(c->freaders + (size_t)i * c->words, c->words, t) - t <= reach(f);
+    if (t < c->lf[i] || (is_page(f) && t <= i)) return true;
     int next = next_after(uses, c->words, t);
     if (next == INT_MAX) return false;
     if (is_page(f) && t < next_after(uses, c->words, -1)) return false; /* on storage until its first use */
@@ -240,7 +249,7 @@ static bool go_on(const search *c, double deadline) { return !c->met && plan_wal
 /* Whether i, under keep, is in RAM in a stage that is over the budget. */
 static bool relieves(const search *c, int i)
 {
-    for (int t = c->lf[i] + 1; t <= c->p->last_use[i]; t++)
+    for (int t = (c->fgap[i] ? i : c->lf[i]) + 1; t <= c->p->last_use[i]; t++)
         if (c->hot[t]) return true;
     return false;
 }
@@ -317,7 +326,7 @@ static score improve(search *c, score cur, double deadline, bool pairs)
 
 static void search_free(search *c)
 {
-    free(c->lf), free(c->fb), free(c->fate), free(c->stack), free(c->paged), free(c->res), free(c->next);
+    free(c->lf), free(c->fb), free(c->freaders), free(c->fgap), free(c->fate), free(c->stack), free(c->paged), free(c->res), free(c->next);
     free(c->readers), free(c->uses), free(c->over), free(c->hot), free(c->cap);
     poet_schedule_free(&c->s);
 }
@@ -327,13 +336,14 @@ static bool search_init(search *c, const poet_problem *p, bool remat, bool pagin
     memset(c, 0, sizeof *c);
     c->p = p, c->remat = remat, c->paging = paging, c->T = p->T, c->words = (p->T + 63) / 64;
     size_t T = (size_t)p->T;
-    c->lf = malloc(T * sizeof(int)), c->fb = malloc(T * sizeof(int));
+    c->lf = malloc(T * sizeof(int)), c->fb = malloc(T * sizeof(int)), c->fgap = calloc(T, sizeof(bool));
+    c->freaders = calloc(T * (size_t)c->words, sizeof(uint64_t));
     c->fate = calloc(T, 1), c->stack = malloc(T * sizeof(int)), c->paged = malloc(T * sizeof(int));
     c->readers = calloc(T * (size_t)c->words, sizeof(uint64_t));
     c->uses = malloc(T * (size_t)c->words * sizeof(uint64_t));
     c->over = malloc(T * sizeof(uint64_t)), c->hot = malloc(T * sizeof(uint64_t)), c->cap = malloc(T * sizeof(uint64_t));
     c->res = malloc((size_t)c->words * sizeof(uint64_t)), c->next = malloc((size_t)c->words * sizeof(uint64_t));
-    if (!c->lf || !c->fb || !c->fate || !c->stack || !c->paged || !c->readers || !c->uses || !c->res || !c->next ||
+    if (!c->lf || !c->fb || !c->freaders || !c->fgap || !c->fate || !c->stack || !c->paged || !c->readers || !c->uses || !c->res || !c->next ||
         !c->over || !c->hot || !c->cap || poet_schedule_init(&c->s, p->T, NULL)) {
         search_free(c);
         return false;
@@ -342,7 +352,10 @@ static bool search_init(search *c, const poet_problem *p, bool remat, bool pagin
         c->lf[i] = i, c->fb[i] = -1;
         for (int o = p->out_start[i]; o < p->out_start[i + 1]; o++) {
             int r = p->out[o];
-            if (!p->inst->nodes[r].is_backward) c->lf[i] = r;
+            if (!p->inst->nodes[r].is_backward) {
+                c->fgap[i] = c->fgap[i] || r > c->lf[i] + 1;
+                c->lf[i] = r, bit_set(c->freaders + (size_t)i * c->words, r);
+            }
             else bit_set(c->readers + (size_t)i * c->words, r), c->fb[i] = c->fb[i] < 0 ? r : c->fb[i];
         }
     }
