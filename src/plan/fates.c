@@ -98,10 +98,11 @@ static bool can_page(const search *c, int i)
 static bool allowed(const search *c, int i, int fate)
 {
     if (fate == FATE_KEEP) return true;
+    if (!(c->enabled >> fate & 1)) return false;
+    /* also a tensor only forward nodes read */
+    if (is_fwd(fate)) return c->remat && c->fgap[i] && !c->p->inst->nodes[i].is_backward;
     /* a gradient waiting for a later reader may be paged, not recomputed */
     if (c->fb[i] < 0 || (c->p->inst->nodes[i].is_backward && !is_page(fate))) return false;
-    if (!(c->enabled >> fate & 1)) return false;
-    if (is_fwd(fate)) return c->remat && c->fgap[i];
     if (!is_page(fate)) return c->remat && c->fb[i] > c->lf[i] + 1;
     return c->paging && can_page(c, i);
 }
