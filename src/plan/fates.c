@@ -152,9 +152,9 @@ static bool stays(const search *c, int i, int t)
 {
     int f = c->fate[i];
     if (f == FATE_KEEP) return t < c->p->last_use[i];
-    const uint64_t *uses = c->uses + (size_t)i * c->words;
     if (t < c->lf[i] && is_fwd(f)) return next_after(c->freaders + (size_t)i * c->words, c->words, t) - t <= reach(f);
     if (t < c->lf[i] || (is_page(f) && t <= i)) return true;
+    const uint64_t *uses = c->uses + (size_t)i * c->words;
     int next = next_after(uses, c->words, t);
     if (next == INT_MAX) return false;
     if (is_page(f) && t < next_after(uses, c->words, -1)) return false; /* on storage until its first use */
@@ -327,7 +327,8 @@ static score improve(search *c, score cur, double deadline, bool pairs)
 
 static void search_free(search *c)
 {
-    free(c->lf), free(c->fb), free(c->freaders), free(c->fgap), free(c->fate), free(c->stack), free(c->paged), free(c->res), free(c->next);
+    free(c->lf), free(c->fb), free(c->freaders), free(c->fgap), free(c->fate), free(c->stack), free(c->paged);
+    free(c->res), free(c->next);
     free(c->readers), free(c->uses), free(c->over), free(c->hot), free(c->cap);
     poet_schedule_free(&c->s);
 }
@@ -344,8 +345,8 @@ static bool search_init(search *c, const poet_problem *p, bool remat, bool pagin
     c->uses = malloc(T * (size_t)c->words * sizeof(uint64_t));
     c->over = malloc(T * sizeof(uint64_t)), c->hot = malloc(T * sizeof(uint64_t)), c->cap = malloc(T * sizeof(uint64_t));
     c->res = malloc((size_t)c->words * sizeof(uint64_t)), c->next = malloc((size_t)c->words * sizeof(uint64_t));
-    if (!c->lf || !c->fb || !c->freaders || !c->fgap || !c->fate || !c->stack || !c->paged || !c->readers || !c->uses || !c->res || !c->next ||
-        !c->over || !c->hot || !c->cap || poet_schedule_init(&c->s, p->T, NULL)) {
+    if (!c->lf || !c->fb || !c->freaders || !c->fgap || !c->fate || !c->stack || !c->paged || !c->readers || !c->uses ||
+        !c->res || !c->next || !c->over || !c->hot || !c->cap || poet_schedule_init(&c->s, p->T, NULL)) {
         search_free(c);
         return false;
     }
