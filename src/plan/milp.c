@@ -415,7 +415,8 @@ static void normalize(poet_schedule *s)
  * these for the callback, in the process that runs CBC. */
 
 static double cbc_scale;       /* joules per unit of CBC's objective; 0: the solve does not report */
-static double cbc_found_at;    /* plan_wall_s() of the last new incumbent, 0 before one */
+static double cbc_found_at;    /* plan_wall_s() of the last new incumbent reported, 0 before one */
+static double cbc_found_obj;   /* its objective, in CBC's units */
 
 /* The planner's whole time limit; 300 s unless the caller set one. */
 static double limit_s(const poet_plan_options *o) { return o->time_limit_s > 0 ? o->time_limit_s : 300; }
@@ -440,7 +441,7 @@ static void on_message(Cbc_Model *cbc, int msgno, int nd, const double *d, int n
         progress_report(NULL, d[0] < 1e49 ? d[0] * cbc_scale : NAN, d[1] * cbc_scale);
     } else if ((msgno == 4 || msgno == 12 || msgno == 16) && nd >= 1) { /* a new integer solution */
         progress_report(NULL, d[0] * cbc_scale, NAN);
-        cbc_found_at = plan_wall_s();
+        cbc_found_at = plan_wall_s(), cbc_found_obj = d[0];
     }
 }
 
@@ -525,7 +526,11 @@ static void run_job(const solve_job *job, solved *out)
     out->x = x ? malloc((size_t)job->n_cols * sizeof(double)) : NULL;
     if (out->x) memcpy(out->x, x, (size_t)job->n_cols * sizeof(double));
     out->has_x = out->x != NULL;
-    out->found_at = cbc_found_at;
+    /* the search after CBC's preprocessing runs on a copy of the model that
+     * reports nothing: a better solution than the last one reported was
+     * found then, at the latest when the solve ended */
+    bool unreported = cbc_found_at > 0 && out->obj < cbc_found_obj - 1e-9 * fabs(cbc_found_obj);
+    out->found_at = unreported ? plan_wall_s() : cbc_found_at;
 }
 
 static bool write_all(int fd, const void *buf, size_t n)
