@@ -410,13 +410,11 @@ static void normalize(poet_schedule *s)
 }
 
 /* ---- progress ----
- * CBC's message callback reports new incumbents (and, during the tree
- * search, the bound) but has no user pointer: the solve that reports sets
- * these for the callback, in the process that runs CBC. */
-
-static double cbc_scale;       /* joules per unit of CBC's objective; 0: the solve does not report */
-static double cbc_found_at;    /* plan_wall_s() of the last new incumbent reported, 0 before one */
-static double cbc_found_obj;   /* its objective, in CBC's units */
+ * A reporting solve sends CBC's log through a pipe to the process that
+ * waits for it, which reads the new incumbents and the bound from it. CBC's
+ * message callback would not do: the search after its preprocessing runs
+ * on a copy of the model that does not call it, so the progress line froze
+ * at the MIP start and a schedule found later was dated to it. */
 
 /* The planner's whole time limit; 300 s unless the caller set one. */
 static double limit_s(const poet_plan_options *o) { return o->time_limit_s > 0 ? o->time_limit_s : 300; }
@@ -434,15 +432,51 @@ double plan_wall_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void on_message(Cbc_Model *cbc, int msgno, int nd, const double *d, int ni, const int *iv, int nc, char **cv)
+/* The reading end of a solve's log, and what it has said so far. */
+typedef struct cbc_log {
+    int fd;          /* -1 once closed */
+    double scale;    /* joules per unit of CBC's objective */
+    double best;     /* the best incumbent in the log, in CBC's units */
+    double found_at; /* plan_wall_s() when the log first gave it; 0 before one */
+    size_t len;
+    char line[512];
+} cbc_log;
+
+/* One line of CBC's log: a new incumbent (Cbc0004I, Cbc0012I, Cbc0016I:
+ * "Integer solution of V found ...") or the tree's state (Cbc0010I: "...,
+ * B best solution, best possible P (S seconds)"). */
+static void log_line(cbc_log *g, const char *line)
 {
-    (void)cbc, (void)ni, (void)iv, (void)nc, (void)cv;
-    if (msgno == 10 && nd >= 2) { /* Cbc0010I: after N nodes, best solution, best possible */
-        progress_report(NULL, d[0] < 1e49 ? d[0] * cbc_scale : NAN, d[1] * cbc_scale);
-    } else if ((msgno == 4 || msgno == 12 || msgno == 16) && nd >= 1) { /* a new integer solution */
-        progress_report(NULL, d[0] * cbc_scale, NAN);
-        cbc_found_at = plan_wall_s(), cbc_found_obj = d[0];
+    double v, bound;
+    const char *at;
+    if ((!strncmp(line, "Cbc0004I", 8) || !strncmp(line, "Cbc0012I", 8) || !strncmp(line, "Cbc0016I", 8)) &&
+        sscanf(line + 8, " Integer solution of %lf", &v) == 1 && v < g->best) {
+        g->best = v, g->found_at = plan_wall_s();
+        progress_report(NULL, v * g->scale, NAN);
+    } else if (!strncmp(line, "Cbc0010I", 8) && (at = strstr(line, "best possible")) &&
+               sscanf(at, "best possible %lf", &bound) == 1) {
+        progress_report(NULL, g->best < 1e49 ? g->best * g->scale : NAN, bound * g->scale);
     }
+}
+
+/* Reads what the log has, line by line; closes it at its end. */
+static void log_read(cbc_log *g)
+{
+    ssize_t k = read(g->fd, g->line + g->len, sizeof g->line - 1 - g->len);
+    if (k < 0 && errno == EINTR) return;
+    if (k <= 0) {
+        close(g->fd), g->fd = -1;
+        return;
+    }
+    g->len += (size_t)k;
+    char *nl;
+    while ((nl = memchr(g->line, '\n', g->len))) {
+        *nl = 0;
+        log_line(g, g->line);
+        g->len -= (size_t)(nl + 1 - g->line);
+        memmove(g->line, nl + 1, g->len);
+    }
+    if (g->len == sizeof g->line - 1) g->len = 0; /* a line too long to be one of ours */
 }
 
 /* ---- solving ---- */
@@ -475,19 +509,21 @@ static void set_params(Cbc_Model *cbc, const poet_plan_options *o, double second
 }
 
 /* CBC's driver prints its log on standard output, which belongs to the
- * caller (poet plan --json writes its result there): silence it for the
- * solve; progress comes through the message callback instead. */
-static void quiet_solve(Cbc_Model *cbc, bool reports)
+ * caller (poet plan --json writes its result there): for the solve, the log
+ * goes to fd log (a pipe the waiting process reads, line by line) or is
+ * dropped where log < 0. */
+static void quiet_solve(Cbc_Model *cbc, int log)
 {
-    cbc_found_at = 0;
-    if (reports) Cbc_registerCallBack(cbc, on_message);
-    int saved = dup(1), null = open("/dev/null", O_WRONLY);
-    if (saved >= 0 && null >= 0) dup2(null, 1);
+    int saved = dup(1), sink = log >= 0 ? log : open("/dev/null", O_WRONLY);
+    if (saved >= 0 && sink >= 0) dup2(sink, 1);
+    /* a pipe would get the log in blocks; progress wants each line as it
+     * comes (stdout was flushed before the fork, so nothing is pending) */
+    if (log >= 0) setvbuf(stdout, NULL, _IOLBF, BUFSIZ);
     Cbc_solve(cbc);
     fflush(stdout);
-    if (saved >= 0 && null >= 0) dup2(saved, 1);
+    if (saved >= 0 && sink >= 0) dup2(saved, 1);
     if (saved >= 0) close(saved);
-    if (null >= 0) close(null);
+    if (sink >= 0 && sink != log) close(sink);
 }
 
 /* What a solve left behind: CBC's or CLP's answers, copied out of the model. */
@@ -503,13 +539,13 @@ typedef struct solved {
  * CLP's on an LP; either leaves its answers in out. */
 typedef struct solve_job {
     Cbc_Model *cbc;
-    bool reports;
+    double scale;    /* joules per unit of CBC's objective, for progress; 0: the solve does not report */
     Clp_Simplex *clp;
     int n_cols;
     double deadline; /* plan_wall_s() after which the solve is stopped, lost */
 } solve_job;
 
-static void run_job(const solve_job *job, solved *out)
+static void run_job(const solve_job *job, solved *out, int log)
 {
     memset(out, 0, sizeof *out);
     out->ended = true;
@@ -519,18 +555,13 @@ static void run_job(const solve_job *job, solved *out)
         out->obj = out->bound = Clp_objectiveValue(job->clp);
         return;
     }
-    quiet_solve(job->cbc, job->reports);
+    quiet_solve(job->cbc, log);
     const double *x = Cbc_bestSolution(job->cbc);
     out->optimal = Cbc_isProvenOptimal(job->cbc), out->infeasible = Cbc_isProvenInfeasible(job->cbc);
     out->obj = Cbc_getObjValue(job->cbc), out->bound = Cbc_getBestPossibleObjValue(job->cbc);
     out->x = x ? malloc((size_t)job->n_cols * sizeof(double)) : NULL;
     if (out->x) memcpy(out->x, x, (size_t)job->n_cols * sizeof(double));
     out->has_x = out->x != NULL;
-    /* the search after CBC's preprocessing runs on a copy of the model that
-     * reports nothing: a better solution than the last one reported was
-     * found then, at the latest when the solve ended */
-    bool unreported = cbc_found_at > 0 && out->obj < cbc_found_obj - 1e-9 * fabs(cbc_found_obj);
-    out->found_at = unreported ? plan_wall_s() : cbc_found_at;
 }
 
 static bool write_all(int fd, const void *buf, size_t n)
@@ -544,15 +575,17 @@ static bool write_all(int fd, const void *buf, size_t n)
     return true;
 }
 
-/* Reads n bytes unless the deadline passes first. */
-static bool read_all(int fd, void *buf, size_t n, double deadline)
+/* Reads n bytes unless the deadline passes first, and the log meanwhile. */
+static bool read_all(int fd, void *buf, size_t n, double deadline, cbc_log *g)
 {
     for (char *p = buf; n > 0;) {
         double left = deadline - plan_wall_s();
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        int ready = left > 0 ? poll(&pfd, 1, (int)ceil(left * 1000)) : 0;
+        struct pollfd pfd[2] = {{.fd = fd, .events = POLLIN}, {.fd = g->fd, .events = POLLIN}};
+        int ready = left > 0 ? poll(pfd, g->fd >= 0 ? 2 : 1, (int)ceil(left * 1000)) : 0;
         if (ready < 0 && errno == EINTR) continue;
         if (ready <= 0) return false;
+        if (g->fd >= 0 && pfd[1].revents) log_read(g);
+        if (!pfd[0].revents) continue;
         ssize_t k = read(fd, p, n);
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) return false;
@@ -564,27 +597,30 @@ static bool read_all(int fd, void *buf, size_t n, double deadline)
 /* The child's answers, or ended false where it died before giving them or
  * ran past the deadline (then it is killed: CLP, for one, does not always
  * stop at its own time limit). */
-static void read_back(pid_t pid, const int fd[2], const solve_job *job, solved *out)
+static void read_back(pid_t pid, int fd, const solve_job *job, cbc_log *g, solved *out)
 {
     memset(out, 0, sizeof *out);
-    close(fd[1]);
     size_t x_bytes = (size_t)job->n_cols * sizeof(double);
     solved got;
-    bool ok = read_all(fd[0], &got, sizeof got, job->deadline);
+    bool ok = read_all(fd, &got, sizeof got, job->deadline, g);
     got.x = ok && got.has_x ? malloc(x_bytes) : NULL;
-    ok = ok && (!got.has_x || (got.x && read_all(fd[0], got.x, x_bytes, job->deadline)));
-    close(fd[0]);
+    ok = ok && (!got.has_x || (got.x && read_all(fd, got.x, x_bytes, job->deadline, g)));
     if (!ok) kill(pid, SIGKILL);
     int status;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
     if (ok && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         *out = got;
+        /* the log's last incumbent is the answer, unless CBC kept a better
+         * one it did not print: then it had it by now */
+        bool logged = g->found_at > 0 && got.obj >= g->best - 1e-9 * fabs(g->best);
+        out->found_at = !job->scale ? 0 : logged ? g->found_at : plan_wall_s();
         return;
     }
     free(got.x);
 }
 
-/* Solves in a child process and reads the answers back. Debian's CBC 2.10
+/* Solves in a child process and reads the answers back (and, where the
+ * solve reports, its log as it comes). Debian's CBC 2.10
  * can abort on an internal assertion (tests/test_milp.c replays one such
  * model) and segfaulted in CglPreProcess::postProcess during a window solve
  * on BERT (core dump from a benchmark run); in a child, only the solve is
@@ -592,25 +628,30 @@ static void read_back(pid_t pid, const int fd[2], const solve_job *job, solved *
  * child can be started, the solve runs here, without the deadline. */
 static void solve_apart(const solve_job *job, solved *out)
 {
-    int fd[2];
+    int fd[2], lg[2] = {-1, -1};
     fflush(stdout), fflush(stderr);
-    if (pipe(fd) == 0) {
+    bool piped = pipe(fd) == 0;
+    if (piped && job->scale && pipe(lg) != 0) close(fd[0]), close(fd[1]), piped = false;
+    if (piped) {
         pid_t pid = fork();
         if (pid == 0) {
             close(fd[0]);
+            if (lg[0] >= 0) close(lg[0]);
             solved mine;
-            run_job(job, &mine);
+            run_job(job, &mine, lg[1]);
             bool ok = write_all(fd[1], &mine, sizeof mine) &&
                       (!mine.has_x || write_all(fd[1], mine.x, (size_t)job->n_cols * sizeof(double)));
             _exit(ok ? 0 : 1);
         }
-        if (pid > 0) {
-            read_back(pid, fd, job, out);
-            return;
-        }
-        close(fd[0]), close(fd[1]);
+        close(fd[1]);
+        if (lg[1] >= 0) close(lg[1]);
+        cbc_log g = {.fd = lg[0], .scale = job->scale, .best = INFINITY};
+        if (pid > 0) read_back(pid, fd[0], job, &g, out);
+        close(fd[0]);
+        if (g.fd >= 0) close(g.fd);
+        if (pid > 0) return;
     }
-    run_job(job, out);
+    run_job(job, out, -1);
 }
 
 /* The best baseline schedule that respects the variant, or none. */
@@ -674,10 +715,10 @@ static poet_status solve(const poet_problem *p, const milp_options *mo, const po
      * keep that inside the limit, and time to read the answer back */
     seconds = 0.97 * seconds - 1;
     set_params(cbc, o, seconds > 1 ? seconds : 1);
-    cbc_scale = 1.0 / m.obj_scale;
     progress_report("milp", NAN, NAN);
     solved sv;
-    solve_apart(&(solve_job){.cbc = cbc, .reports = true, .n_cols = m.lp.n_cols, .deadline = started + limit_s(o)}, &sv);
+    solve_job job = {.cbc = cbc, .scale = 1.0 / m.obj_scale, .n_cols = m.lp.n_cols, .deadline = started + limit_s(o)};
+    solve_apart(&job, &sv);
     const double *x = sv.x;
     double bound = sv.bound / m.obj_scale;
     progress_report(NULL, x ? sv.obj / m.obj_scale : NAN, bound);

@@ -42,7 +42,8 @@ static void draw(line *l, const char *end)
     phase[sizeof phase - 1] = 0;
     if (isfinite(e)) snprintf(es, sizeof es, "%.6g J", e);
     if (isfinite(b) && b > 0) snprintf(bs, sizeof bs, "%.6g J", b);
-    if (isfinite(e) && isfinite(b) && b > 0) snprintf(gap, sizeof gap, "%.3f%%", 100 * (e - b) / b);
+    /* a solver's bound can pass its incumbent by its tolerance: no gap then */
+    if (isfinite(e) && isfinite(b) && b > 0) snprintf(gap, sizeof gap, "%.3f%%", e > b ? 100 * (e - b) / b : 0.0);
     pthread_mutex_lock(&l->lock);
     fprintf(stderr, "%s%s %7.1f s  %-14s best %s  bound %s  gap %s%s", l->tty ? "\r" : "", l->planner,
             plan_wall_s() - l->start, phase, es, bs, gap, end);
