@@ -1,25 +1,31 @@
 /* Fate search: the fast planner's constructive half for graphs too large
  * for the exact MILP. Each forward tensor gets a fate:
  *   keep       in RAM from its computation to its last reader;
+ *   hold       kept, and past its last reader to the last stage whose
+ *              recomputation chain reads it (so that the chain stops
+ *              there: an input held for the recomputation of its consumer);
  *   recompute  dropped after its last forward reader; a backward stage
  *              that reads it (or recomputes a descendant) and finds it gone
  *              recomputes it, with every ancestor that is gone too (chains
  *              of recomputation); held from one backward reader to the next
  *              only if that is within its reach (0, 1, 2, 4 stages or all);
  *              a second kind applies the reach between forward readers
- *              too (dropped right after a reader, recomputed for the next);
+ *              too (dropped right after a reader, recomputed for the next),
+ *              a third only between backward readers (held from its
+ *              computation to the first);
  *   page       paged out in the stage after its computation, dropped after
  *              its last forward reader, paged in the stage before a use and
  *              held to the next within its reach, else paged in again; a
  *              use is a backward reader or a stage whose recomputation
  *              chain reads it (so that a chain stops at a paged tensor
  *              instead of recomputing it).
- * A gradient read by a later backward node may be kept or paged.
+ * A gradient read by a later backward node may be kept, recomputed or paged.
  * Given the fates, the schedule follows stage by stage and is measured with
  * POET's own accounting (the validator's), so a search over fates is a
  * search over exact schedules: greedily give the fate that buys the most
  * memory per joule to a tensor until every stage fits, then change single
- * fates, and swap pairs of them, while that lowers the energy. */
+ * fates, and swap pairs of them, while that lowers the energy; from the
+ * cheapest few of those, an iterated local search. */
 #define _POSIX_C_SOURCE 200809L
 #include <limits.h>
 #include <math.h>
@@ -35,9 +41,11 @@
 enum {
     N_REACH = 5,
     FATE_KEEP = 0,
+    FATE_HOLD,     /* kept, and past its last reader to its last use by a recomputation */
     FATE_RECOMPUTE,
     FATE_RECOMPUTE_FWD = FATE_RECOMPUTE + N_REACH, /* recomputed between forward readers too */
-    FATE_PAGE = FATE_RECOMPUTE_FWD + N_REACH,
+    FATE_RECOMPUTE_BWD = FATE_RECOMPUTE_FWD + N_REACH, /* held to its first backward reader, then by reach */
+    FATE_PAGE = FATE_RECOMPUTE_BWD + N_REACH,
     FATE_PAGE_HELD = FATE_PAGE + N_REACH - 1, /* paged in once, held to its last use */
     N_FATES
 };
@@ -47,11 +55,13 @@ static const int REACH[N_REACH] = {0, 1, 2, 4, 1 << 30};
 
 static bool is_page(int fate) { return fate >= FATE_PAGE; }
 
-static bool is_fwd(int fate) { return fate >= FATE_RECOMPUTE_FWD && fate < FATE_PAGE; }
+static bool is_fwd(int fate) { return fate >= FATE_RECOMPUTE_FWD && fate < FATE_RECOMPUTE_BWD; }
+
+static bool is_bwd(int fate) { return fate >= FATE_RECOMPUTE_BWD && fate < FATE_PAGE; }
 
 static int reach(int fate) { return REACH[(fate - FATE_RECOMPUTE) % N_REACH]; }
 
-enum { MAX_FAILED_KICKS = 200 };
+enum { MAX_FAILED_KICKS = 200, N_STARTS = 3 };
 
 typedef struct score {
     bool built;            /* the fates make a schedule of the variant */
@@ -95,16 +105,28 @@ static bool can_page(const search *c, int i)
     return c->fb[i] >= 0 && c->fb[i] - 1 > out;
 }
 
+/* The first stage after t in row, or INT_MAX. */
+static int next_after(const uint64_t *row, int words, int t)
+{
+    for (int w = (t + 1) >> 6; w < words; w++) {
+        uint64_t b = row[w] & (w == (t + 1) >> 6 ? ~(uint64_t)0 << ((t + 1) & 63) : ~(uint64_t)0);
+        if (b) return w * 64 + __builtin_ctzll(b);
+    }
+    return INT_MAX;
+}
+
 static bool allowed(const search *c, int i, int fate)
 {
     if (fate == FATE_KEEP) return true;
     if (!(c->enabled >> fate & 1)) return false;
+    if (fate == FATE_HOLD) return c->remat && !c->p->inst->nodes[i].is_backward;
     /* also a tensor only forward nodes read */
     if (is_fwd(fate)) return c->remat && c->fgap[i] && !c->p->inst->nodes[i].is_backward;
-    /* a gradient waiting for a later reader may be paged, not recomputed */
-    if (c->fb[i] < 0 || (c->p->inst->nodes[i].is_backward && !is_page(fate))) return false;
-    if (!is_page(fate)) return c->remat && c->fb[i] > c->lf[i] + 1;
-    return c->paging && can_page(c, i);
+    if (c->fb[i] < 0) return false;
+    if (is_page(fate)) return c->paging && can_page(c, i);
+    /* kept but for gaps between backward readers: where there are two */
+    if (is_bwd(fate)) return c->remat && next_after(c->readers + (size_t)i * c->words, c->words, c->fb[i]) < INT_MAX;
+    return c->remat && c->fb[i] > c->lf[i] + 1;
 }
 
 /* Whether paged tensor i can be paged in during stage t: it is paged out
@@ -125,23 +147,14 @@ static void closure(search *c, int t, uint64_t *R)
         for (int e = c->p->in_start[k]; e < c->p->in_start[k + 1]; e++) {
             int u = c->p->in[e];
             if (bit_get(c->res, u) || bit_get(R, u)) continue;
-            bool pageable = is_page(c->fate[u]) && on_storage(u, t - 1);
+            /* a chain stops at a tensor paged in or held for it */
+            bool stops = (is_page(c->fate[u]) && on_storage(u, t - 1)) || c->fate[u] == FATE_HOLD;
             uint64_t *uses = c->uses + (size_t)u * c->words;
-            if (pageable && !below && !bit_get(uses, t)) bit_set(uses, t), c->new_use = true;
+            if (stops && !below && !bit_get(uses, t)) bit_set(uses, t), c->new_use = true;
             bit_set(R, u);
-            c->stack[n++] = 2 * u + (below || pageable);
+            c->stack[n++] = 2 * u + (below || stops);
         }
     }
-}
-
-/* The first stage after t in row, or INT_MAX. */
-static int next_after(const uint64_t *row, int words, int t)
-{
-    for (int w = (t + 1) >> 6; w < words; w++) {
-        uint64_t b = row[w] & (w == (t + 1) >> 6 ? ~(uint64_t)0 << ((t + 1) & 63) : ~(uint64_t)0);
-        if (b) return w * 64 + __builtin_ctzll(b);
-    }
-    return INT_MAX;
 }
 
 /* Whether i, present in stage t, is still in RAM at the start of t+1. After
@@ -152,8 +165,9 @@ static bool stays(const search *c, int i, int t)
 {
     int f = c->fate[i];
     if (f == FATE_KEEP) return t < c->p->last_use[i];
+    if (f == FATE_HOLD) return t < c->p->last_use[i] || next_after(c->uses + (size_t)i * c->words, c->words, t) < INT_MAX;
     if (t < c->lf[i] && is_fwd(f)) return next_after(c->freaders + (size_t)i * c->words, c->words, t) - t <= reach(f);
-    if (t < c->lf[i] || (is_page(f) && t <= i)) return true;
+    if (t < c->lf[i] || (is_page(f) && t <= i) || (is_bwd(f) && t < c->fb[i])) return true;
     const uint64_t *uses = c->uses + (size_t)i * c->words;
     int next = next_after(uses, c->words, t);
     if (next == INT_MAX) return false;
@@ -402,33 +416,54 @@ static uint64_t stage_floor(const poet_problem *p, int t)
     return bytes;
 }
 
+/* Keeps the fates of v among the N_STARTS cheapest fitting ones met, in
+ * order; a second one of the same energy is taken for the same. */
+static void keep_start(search *c, const score *v, unsigned char *starts, score *start_v, int *n)
+{
+    if (!fits(c, v)) return;
+    int at = *n;
+    while (at > 0 && better(c, v, &start_v[at - 1])) at--;
+    if (at > 0 && !better(c, &start_v[at - 1], v)) return; /* as cheap as one kept */
+    if (at >= N_STARTS) return;
+    int last = *n < N_STARTS ? (*n)++ : N_STARTS - 1;
+    for (int k = last; k > at; k--) start_v[k] = start_v[k - 1], memcpy(starts + (size_t)k * c->T, starts + (size_t)(k - 1) * c->T, (size_t)c->T);
+    start_v[at] = *v, memcpy(starts + (size_t)at * c->T, c->fate, (size_t)c->T);
+}
+
 /* Descents that may use one kind of recomputation each, then all kinds;
- * the best goes on to the iterated search with every fate. Leaves its
- * schedule in c->s; returns the arena it places in, 0 if none fits. */
+ * the cheapest few go on to the iterated search with every fate (where one
+ * start leads the local search into a poorer optimum, another may not).
+ * Leaves the best schedule in c->s; returns the arena it places in, 0 if
+ * none fits. */
 static uint64_t descend(search *c, double deadline)
 {
-    uint64_t arena = 0;
+    uint64_t arena = 0, rng = 1;
     unsigned all = (1u << N_FATES) - 1, page = 1u << FATE_PAGE_HELD, keep = 1u << FATE_KEEP;
-    unsigned char *best = malloc((size_t)c->T);
-    score top = {.built = false};
+    size_t T = (size_t)c->T;
+    unsigned char *starts = malloc(N_STARTS * T), *best = malloc(T);
+    score start_v[N_STARTS], top = {.built = false};
+    int n = 0;
     c->record = top, c->record_at = 0, c->met = false;
-    for (int k = FATE_RECOMPUTE; best && k <= FATE_PAGE && go_on(c, deadline); k++) {
+    for (int k = FATE_RECOMPUTE; starts && best && k <= FATE_PAGE && go_on(c, deadline); k++) {
         c->enabled = k < FATE_PAGE ? keep | page | 1u << k : all;
-        memset(c->fate, FATE_KEEP, (size_t)c->T);
+        memset(c->fate, FATE_KEEP, T);
         score v = shrink(c, build(c), deadline);
         note(c, &v);
         if (fits(c, &v)) v = improve(c, v, deadline, true);
-        if (k == FATE_RECOMPUTE || better(c, &v, &top)) top = v, memcpy(best, c->fate, (size_t)c->T);
+        keep_start(c, &v, starts, start_v, &n);
     }
-    if (best && fits(c, &top)) {
-        uint64_t rng = 1;
-        c->enabled = all;
-        memcpy(c->fate, best, (size_t)c->T);
-        improve(c, kick(c, improve(c, top, deadline, true), deadline, &rng), deadline, true);
+    c->enabled = all;
+    for (int k = 0; k < n && go_on(c, deadline); k++) {
+        memcpy(c->fate, starts + (size_t)k * T, T);
+        score v = improve(c, kick(c, improve(c, start_v[k], deadline, true), deadline, &rng), deadline, true);
+        if (k == 0 || better(c, &v, &top)) top = v, memcpy(best, c->fate, T);
+    }
+    if (n > 0) {
+        memcpy(c->fate, fits(c, &top) ? best : starts, T);
         build(c);
         arena = placed_arena_bytes(c->p, &c->s);
     }
-    free(best);
+    free(starts), free(best);
     return arena;
 }
 
