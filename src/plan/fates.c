@@ -18,14 +18,18 @@
  *              held to the next within its reach, else paged in again; a
  *              use is a backward reader or a stage whose recomputation
  *              chain reads it (so that a chain stops at a paged tensor
- *              instead of recomputing it).
+ *              instead of recomputing it);
+ *   page or recompute  the same, but a use whose recomputation chain costs
+ *              less than the page-in, with room for it in the runtime
+ *              budget, recomputes it instead.
  * A gradient read by a later backward node may be kept, recomputed or paged.
  * Given the fates, the schedule follows stage by stage and is measured with
  * POET's own accounting (the validator's), so a search over fates is a
  * search over exact schedules: greedily give the fate that buys the most
  * memory per joule to a tensor until every stage fits, then change single
  * fates, and swap pairs of them, while that lowers the energy; from the
- * cheapest few of those, an iterated local search. */
+ * cheapest few of those, an iterated local search, without and then with
+ * the fates that choose by use. */
 #define _POSIX_C_SOURCE 200809L
 #include <limits.h>
 #include <math.h>
@@ -47,13 +51,16 @@ enum {
     FATE_RECOMPUTE_BWD = FATE_RECOMPUTE_FWD + N_REACH, /* held to its first backward reader, then by reach */
     FATE_PAGE = FATE_RECOMPUTE_BWD + N_REACH,
     FATE_PAGE_HELD = FATE_PAGE + N_REACH - 1, /* paged in once, held to its last use */
-    N_FATES
+    FATE_PAGE_OR_RECOMPUTE = FATE_PAGE + N_REACH, /* paged, or recomputed for a use where that costs less */
+    N_FATES = FATE_PAGE_OR_RECOMPUTE + N_REACH
 };
 /* recompute and page fates: held from one use to the next this many stages
  * away at most (the last: to the last use) */
 static const int REACH[N_REACH] = {0, 1, 2, 4, 1 << 30};
 
 static bool is_page(int fate) { return fate >= FATE_PAGE; }
+
+static bool or_recompute(int fate) { return fate >= FATE_PAGE_OR_RECOMPUTE; }
 
 static bool is_fwd(int fate) { return fate >= FATE_RECOMPUTE_FWD && fate < FATE_RECOMPUTE_BWD; }
 
@@ -85,10 +92,13 @@ typedef struct search {
     bool new_use;          /* the last pass of build found a use not in uses */
     uint64_t *over, *hot;  /* bytes over the budget per stage: of the last build, of the current fates */
     uint64_t *res, *next;  /* resident set at the start of this stage and the next */
+    uint64_t *seen;        /* scratch: the tensors a chain has reached */
+    double *rest_s;        /* per stage t: the compute time of the stages after t */
     poet_schedule s;       /* the schedule of the current fates */
     score record;          /* the best fates this descent has met, and when it first met them */
     double record_at;
     double target_j;       /* a lower bound on the energy: fates that meet it end the search */
+    double placed_j;       /* the energy of the schedule in s when it places within the budget, else INFINITY */
     bool met;
 } search;
 
@@ -123,7 +133,7 @@ static bool allowed(const search *c, int i, int fate)
     /* also a tensor only forward nodes read */
     if (is_fwd(fate)) return c->remat && c->fgap[i] && !c->p->inst->nodes[i].is_backward;
     if (c->fb[i] < 0) return false;
-    if (is_page(fate)) return c->paging && can_page(c, i);
+    if (is_page(fate)) return c->paging && can_page(c, i) && (!or_recompute(fate) || c->remat);
     /* kept but for gaps between backward readers: where there are two */
     if (is_bwd(fate)) return c->remat && next_after(c->readers + (size_t)i * c->words, c->words, c->fb[i]) < INT_MAX;
     return c->remat && c->fb[i] > c->lf[i] + 1;
@@ -175,6 +185,29 @@ static bool stays(const search *c, int i, int t)
     return next - t <= reach(f);
 }
 
+/* The energy of recomputing i from the tensors in RAM (in) and those it
+ * reaches in turn, and its time (*seconds), or INFINITY where the chain
+ * reaches a tensor on storage in stage t (it would be paged in instead). */
+static double chain_j(search *c, int i, int t, const uint64_t *in, double *seconds)
+{
+    memset(c->seen, 0, (size_t)c->words * sizeof(uint64_t));
+    double joules = 0;
+    *seconds = 0;
+    int n = 0;
+    c->stack[n++] = i, bit_set(c->seen, i);
+    while (n) {
+        int k = c->stack[--n];
+        joules += c->p->inst->nodes[k].compute_j, *seconds += c->p->inst->nodes[k].time_s;
+        for (int e = c->p->in_start[k]; e < c->p->in_start[k + 1]; e++) {
+            int u = c->p->in[e];
+            if (bit_get(in, u) || bit_get(c->seen, u)) continue;
+            if (is_page(c->fate[u]) && on_storage(u, t)) return INFINITY;
+            bit_set(c->seen, u), c->stack[n++] = u;
+        }
+    }
+    return joules;
+}
+
 /* One pass of build, with the uses known so far. */
 static score build_pass(search *c)
 {
@@ -209,7 +242,15 @@ static score build_pass(search *c)
             if (t == i + 1) bit_set(sched_row_mut(&c->s, POET_MOUT, t), i), v.energy_j += n[i].pageout_j;
             /* in again for its next use, unless it is in RAM */
             bool used_next = t + 1 < c->T && bit_get(c->uses + (size_t)i * c->words, t + 1);
-            if (used_next && on_storage(i, t) && !bit_get(c->next, i) && !bit_get(c->res, i) && !bit_get(R, i)) {
+            bool missing = used_next && on_storage(i, t) && !bit_get(c->next, i) && !bit_get(c->res, i) &&
+                           !bit_get(R, i);
+            /* left to the next stage's chain where that costs less and the
+             * runtime budget has room for it beside the stages to come */
+            double chain_s;
+            if (missing && or_recompute(c->fate[i]) && chain_j(c, i, t + 1, c->next, &chain_s) < n[i].pagein_j &&
+                v.time_s + chain_s + c->rest_s[t] <= p->runtime_budget_s)
+                continue;
+            if (missing) {
                 bit_set(sched_row_mut(&c->s, POET_MIN, t), i), v.energy_j += n[i].pagein_j;
                 bit_set(c->next, i);
             }
@@ -342,7 +383,7 @@ static score improve(search *c, score cur, double deadline, bool pairs)
 static void search_free(search *c)
 {
     free(c->lf), free(c->fb), free(c->freaders), free(c->fgap), free(c->fate), free(c->stack), free(c->paged);
-    free(c->res), free(c->next);
+    free(c->res), free(c->next), free(c->seen), free(c->rest_s);
     free(c->readers), free(c->uses), free(c->over), free(c->hot), free(c->cap);
     poet_schedule_free(&c->s);
 }
@@ -359,8 +400,9 @@ static bool search_init(search *c, const poet_problem *p, bool remat, bool pagin
     c->uses = malloc(T * (size_t)c->words * sizeof(uint64_t));
     c->over = malloc(T * sizeof(uint64_t)), c->hot = malloc(T * sizeof(uint64_t)), c->cap = malloc(T * sizeof(uint64_t));
     c->res = malloc((size_t)c->words * sizeof(uint64_t)), c->next = malloc((size_t)c->words * sizeof(uint64_t));
+    c->seen = malloc((size_t)c->words * sizeof(uint64_t)), c->rest_s = malloc(T * sizeof(double));
     if (!c->lf || !c->fb || !c->freaders || !c->fgap || !c->fate || !c->stack || !c->paged || !c->readers || !c->uses ||
-        !c->res || !c->next || !c->over || !c->hot || !c->cap || poet_schedule_init(&c->s, p->T, NULL)) {
+        !c->res || !c->next || !c->seen || !c->rest_s || !c->over || !c->hot || !c->cap || poet_schedule_init(&c->s, p->T, NULL)) {
         search_free(c);
         return false;
     }
@@ -375,6 +417,7 @@ static bool search_init(search *c, const poet_problem *p, bool remat, bool pagin
             else bit_set(c->readers + (size_t)i * c->words, r), c->fb[i] = c->fb[i] < 0 ? r : c->fb[i];
         }
     }
+    for (int t = p->T - 1; t >= 0; t--) c->rest_s[t] = t + 1 < p->T ? c->rest_s[t + 1] + p->inst->nodes[t + 1].time_s : 0;
     return true;
 }
 
@@ -398,7 +441,7 @@ static score kick(search *c, score best, double deadline, uint64_t *rng)
             c->fate[c->stack[at]] = FATE_KEEP;
             c->stack[at] = c->stack[--n];
         }
-        int i = (int)(rt_mix64((*rng)++) % (uint64_t)c->T), f = (int)(rt_mix64((*rng)++) % N_FATES);
+        int i = (int)(rt_mix64((*rng)++) % (uint64_t)c->T), f = (int)(rt_mix64((*rng)++) % (uint64_t)(32 - __builtin_clz(c->enabled)));
         if (c->fate[i] == FATE_KEEP && allowed(c, i, f)) c->fate[i] = (unsigned char)f;
         score v = improve(c, shrink(c, build(c), deadline), deadline, false);
         if (better(c, &v, &best)) best = v, failed = -1, note(c, &best);
@@ -439,31 +482,50 @@ static uint64_t descend(search *c, double deadline)
 {
     uint64_t arena = 0, rng = 1;
     unsigned all = (1u << N_FATES) - 1, page = 1u << FATE_PAGE_HELD, keep = 1u << FATE_KEEP;
+    /* the iterated search runs without, then with the fates that page or
+     * recompute by use: where they lead it elsewhere, the first still counts */
+    unsigned by_use = ((1u << N_REACH) - 1) << FATE_PAGE_OR_RECOMPUTE, sets[2] = {all & ~by_use, all};
     size_t T = (size_t)c->T;
-    unsigned char *starts = malloc(N_STARTS * T), *best = malloc(T);
-    score start_v[N_STARTS], top = {.built = false};
-    int n = 0;
-    c->record = top, c->record_at = 0, c->met = false;
-    for (int k = FATE_RECOMPUTE; starts && best && k <= FATE_PAGE && go_on(c, deadline); k++) {
-        c->enabled = k < FATE_PAGE ? keep | page | 1u << k : all;
+    unsigned char *starts = malloc(N_STARTS * T), *ends = malloc(2 * N_STARTS * T);
+    score start_v[N_STARTS], end_v[2 * N_STARTS], none = {.built = false};
+    int n = 0, n_ends = 0;
+    c->record = none, c->record_at = 0, c->met = false;
+    for (int k = FATE_RECOMPUTE; starts && ends && k <= FATE_PAGE && go_on(c, deadline); k++) {
+        c->enabled = k < FATE_PAGE ? keep | page | 1u << k : sets[0];
         memset(c->fate, FATE_KEEP, T);
         score v = shrink(c, build(c), deadline);
         note(c, &v);
         if (fits(c, &v)) v = improve(c, v, deadline, true);
         keep_start(c, &v, starts, start_v, &n);
     }
-    c->enabled = all;
-    for (int k = 0; k < n && go_on(c, deadline); k++) {
-        memcpy(c->fate, starts + (size_t)k * T, T);
-        score v = improve(c, kick(c, improve(c, start_v[k], deadline, true), deadline, &rng), deadline, true);
-        if (k == 0 || better(c, &v, &top)) top = v, memcpy(best, c->fate, T);
+    for (int k = 0; k < 2 * n && go_on(c, deadline); k++, n_ends++) {
+        c->enabled = sets[k / n];
+        memcpy(c->fate, starts + (size_t)(k % n) * T, T);
+        end_v[k] = improve(c, kick(c, improve(c, start_v[k % n], deadline, true), deadline, &rng), deadline, true);
+        memcpy(ends + (size_t)k * T, c->fate, T);
     }
-    if (n > 0) {
-        memcpy(c->fate, fits(c, &top) ? best : starts, T);
+    if (!n_ends && n > 0) { /* out of time before the iterated search: its starts */
+        memcpy(ends, starts, (size_t)n * T), memcpy(end_v, start_v, (size_t)n * sizeof *end_v);
+        n_ends = n;
+    }
+    /* the cheapest end that places within the budget goes to c->s (its
+     * energy to placed_j); the cheapest end's arena is returned: where it
+     * does not place, its excess lowers the stages' caps for another try */
+    c->placed_j = INFINITY;
+    while (!isfinite(c->placed_j) && n_ends > 0) {
+        int at = 0;
+        for (int k = 1; k < n_ends; k++) at = better(c, &end_v[k], &end_v[at]) ? k : at;
+        memcpy(c->fate, ends + (size_t)at * T, T);
         build(c);
-        arena = placed_arena_bytes(c->p, &c->s);
+        uint64_t placed_at = placed_arena_bytes(c->p, &c->s);
+        if (placed_at <= c->p->budget_bytes) {
+            c->placed_j = end_v[at].energy_j;
+            if (arena) c->record_at = plan_wall_s(); /* not the record: had from now */
+        }
+        if (!arena) arena = placed_at;
+        end_v[at] = end_v[--n_ends], memmove(ends + (size_t)at * T, ends + (size_t)n_ends * T, T);
     }
-    free(starts), free(best);
+    free(starts), free(ends);
     return arena;
 }
 
@@ -478,9 +540,14 @@ poet_status fates_plan(const poet_problem *p, bool remat, bool paging, double se
     /* placement can need more than the stage peak: plan each stage for
      * less by the excess, down to what its node and inputs need, until it fits */
     for (int t = 0; t < c.T; t++) c.cap[t] = p->budget_bytes;
-    for (int attempt = 0; attempt < 4 && !*found_at && plan_wall_s() < deadline; attempt++) {
+    double have_j = INFINITY;
+    for (int attempt = 0; attempt < 4 && plan_wall_s() < deadline; attempt++) {
         uint64_t arena = descend(&c, deadline);
-        if (arena && arena <= p->budget_bytes && !poet_schedule_copy(out, &c.s, NULL)) *found_at = c.record_at;
+        poet_schedule next;
+        if (c.placed_j < have_j && !poet_schedule_copy(&next, &c.s, NULL)) {
+            if (*found_at) poet_schedule_free(out);
+            *out = next, have_j = c.placed_j, *found_at = c.record_at;
+        }
         if (!arena || arena <= p->budget_bytes) break;
         bool lowered = false;
         for (int t = 0; t < c.T; t++) {
