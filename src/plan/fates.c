@@ -175,10 +175,10 @@ static bool stays(const search *c, int i, int t)
 {
     int f = c->fate[i];
     if (f == FATE_KEEP) return t < c->p->last_use[i];
-    if (f == FATE_HOLD) return t < c->p->last_use[i] || next_after(c->uses + (size_t)i * c->words, c->words, t) < INT_MAX;
+    const uint64_t *uses = c->uses + (size_t)i * c->words;
+    if (f == FATE_HOLD) return t < c->p->last_use[i] || next_after(uses, c->words, t) < INT_MAX;
     if (t < c->lf[i] && is_fwd(f)) return next_after(c->freaders + (size_t)i * c->words, c->words, t) - t <= reach(f);
     if (t < c->lf[i] || (is_page(f) && t <= i) || (is_bwd(f) && t < c->fb[i])) return true;
-    const uint64_t *uses = c->uses + (size_t)i * c->words;
     int next = next_after(uses, c->words, t);
     if (next == INT_MAX) return false;
     if (is_page(f) && t < next_after(uses, c->words, -1)) return false; /* on storage until its first use */
@@ -402,7 +402,8 @@ static bool search_init(search *c, const poet_problem *p, bool remat, bool pagin
     c->res = malloc((size_t)c->words * sizeof(uint64_t)), c->next = malloc((size_t)c->words * sizeof(uint64_t));
     c->seen = malloc((size_t)c->words * sizeof(uint64_t)), c->rest_s = malloc(T * sizeof(double));
     if (!c->lf || !c->fb || !c->freaders || !c->fgap || !c->fate || !c->stack || !c->paged || !c->readers || !c->uses ||
-        !c->res || !c->next || !c->seen || !c->rest_s || !c->over || !c->hot || !c->cap || poet_schedule_init(&c->s, p->T, NULL)) {
+        !c->res || !c->next || !c->seen || !c->rest_s || !c->over || !c->hot || !c->cap ||
+        poet_schedule_init(&c->s, p->T, NULL)) {
         search_free(c);
         return false;
     }
@@ -417,7 +418,8 @@ static bool search_init(search *c, const poet_problem *p, bool remat, bool pagin
             else bit_set(c->readers + (size_t)i * c->words, r), c->fb[i] = c->fb[i] < 0 ? r : c->fb[i];
         }
     }
-    for (int t = p->T - 1; t >= 0; t--) c->rest_s[t] = t + 1 < p->T ? c->rest_s[t + 1] + p->inst->nodes[t + 1].time_s : 0;
+    c->rest_s[p->T - 1] = 0;
+    for (int t = p->T - 2; t >= 0; t--) c->rest_s[t] = c->rest_s[t + 1] + p->inst->nodes[t + 1].time_s;
     return true;
 }
 
@@ -441,7 +443,9 @@ static score kick(search *c, score best, double deadline, uint64_t *rng)
             c->fate[c->stack[at]] = FATE_KEEP;
             c->stack[at] = c->stack[--n];
         }
-        int i = (int)(rt_mix64((*rng)++) % (uint64_t)c->T), f = (int)(rt_mix64((*rng)++) % (uint64_t)(32 - __builtin_clz(c->enabled)));
+        /* a fate up to the highest enabled: fates enabled later leave the draws without them as they were */
+        int top = 32 - __builtin_clz(c->enabled);
+        int i = (int)(rt_mix64((*rng)++) % (uint64_t)c->T), f = (int)(rt_mix64((*rng)++) % (uint64_t)top);
         if (c->fate[i] == FATE_KEEP && allowed(c, i, f)) c->fate[i] = (unsigned char)f;
         score v = improve(c, shrink(c, build(c), deadline), deadline, false);
         if (better(c, &v, &best)) best = v, failed = -1, note(c, &best);
@@ -469,8 +473,9 @@ static void keep_start(search *c, const score *v, unsigned char *starts, score *
     if (at > 0 && !better(c, &start_v[at - 1], v)) return; /* as cheap as one kept */
     if (at >= N_STARTS) return;
     int last = *n < N_STARTS ? (*n)++ : N_STARTS - 1;
-    for (int k = last; k > at; k--) start_v[k] = start_v[k - 1], memcpy(starts + (size_t)k * c->T, starts + (size_t)(k - 1) * c->T, (size_t)c->T);
-    start_v[at] = *v, memcpy(starts + (size_t)at * c->T, c->fate, (size_t)c->T);
+    size_t T = (size_t)c->T;
+    for (int k = last; k > at; k--) start_v[k] = start_v[k - 1], memcpy(starts + k * T, starts + (k - 1) * T, T);
+    start_v[at] = *v, memcpy(starts + at * T, c->fate, T);
 }
 
 /* Descents that may use one kind of recomputation each, then all kinds;
