@@ -1,4 +1,3 @@
-#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #define _POSIX_C_SOURCE 200809L
 #include "progress.h"
 
@@ -7,21 +6,19 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "milp.h"
 
-/* In memory shared with the children that run CBC and CLP, so that their
- * incumbents and bounds reach the parent's line. */
-typedef struct shared {
+/* The state shown: written by the planner, drawn by the ticker thread. */
+typedef struct shown {
     _Atomic double energy, bound;
     char phase[32];
-} shared;
+} shown;
 
 typedef struct line {
-    shared *sh;
+    shown sh;
     char planner[32];
     bool tty;
     double start;
@@ -35,7 +32,7 @@ static _Thread_local line *current;
 
 static void draw(line *l, const char *end)
 {
-    shared *s = l->sh;
+    shown *s = &l->sh;
     double e = s->energy, b = s->bound;
     char es[32] = "-", bs[32] = "-", gap[32] = "-", phase[sizeof s->phase];
     memcpy(phase, s->phase, sizeof phase);
@@ -72,11 +69,9 @@ void progress_begin(const char *planner, const poet_plan_options *o)
     if (o->quiet) return;
     static _Thread_local line l;
     memset(&l, 0, sizeof l);
-    l.sh = mmap(NULL, sizeof *l.sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (l.sh == MAP_FAILED) return;
-    l.sh->energy = INFINITY;
-    l.sh->bound = -INFINITY;
-    snprintf(l.sh->phase, sizeof l.sh->phase, "start");
+    l.sh.energy = INFINITY;
+    l.sh.bound = -INFINITY;
+    snprintf(l.sh.phase, sizeof l.sh.phase, "start");
     snprintf(l.planner, sizeof l.planner, "%s", planner);
     l.tty = isatty(2) == 1, l.start = plan_wall_s();
     pthread_mutex_init(&l.lock, NULL);
@@ -92,11 +87,10 @@ void progress_end(void)
     if (l->ticking) pthread_join(l->ticker, NULL);
     /* a run too short to draw leaves no line; a longer one ends with its state */
     if (plan_wall_s() - l->start >= (l->tty ? 0.5 : 10.0)) {
-        snprintf(l->sh->phase, sizeof l->sh->phase, "done");
+        snprintf(l->sh.phase, sizeof l->sh.phase, "done");
         draw(l, "\n");
     }
     pthread_mutex_destroy(&l->lock);
-    munmap(l->sh, sizeof *l->sh);
     current = NULL;
 }
 
@@ -104,7 +98,7 @@ void progress_report(const char *phase, double energy_j, double bound_j)
 {
     line *l = current;
     if (!l) return;
-    shared *s = l->sh;
+    shown *s = &l->sh;
     if (phase) snprintf(s->phase, sizeof s->phase, "%s", phase);
     if (energy_j < s->energy) s->energy = energy_j;
     if (bound_j > s->bound) s->bound = bound_j;

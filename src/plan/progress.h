@@ -12,8 +12,7 @@ void progress_begin(const char *planner, const poet_plan_options *o);
 void progress_end(void);
 /* What the planner does now, a schedule's energy it holds and a lower bound
  * it has proven (NAN: none new). The line shows the least energy and the
- * largest bound reported, so any phase may report either. Callable from a
- * child process forked during the run (its reports reach the line). */
+ * largest bound reported, so any phase may report either. */
 void progress_report(const char *phase, double energy_j, double bound_j);
 
 #endif
