@@ -818,6 +818,8 @@ double milp_lp_bound(const poet_problem *p, const milp_options *mo, double secon
     return bound;
 }
 
+#define COVER_MAX_NNZ 100000 /* a staged covering model larger than this is not solved */
+
 /* ---- the covering bound ----
  * A relaxation of POET's MILP with whole variables, small enough for CBC to
  * solve in well under a second. Between two consecutive readers a < b of a
@@ -852,7 +854,28 @@ double milp_lp_bound(const poet_problem *p, const milp_options *mo, double secon
  * whole, which the LP relaxation's are not: where one 16 KiB tensor must go
  * to save 1 KiB, the LP pays a sixteenth of its cost and this bound all of
  * it; and a cheap tensor whose inputs are long gone costs what bringing them
- * back, or keeping them, costs. */
+ * back, or keeping them, costs.
+ *
+ * Staged (remat allowed, small graphs), the returns get stages, and three of
+ * those relaxations go:
+ * - Every let-go run pays its own return: i, let go across t and in RAM
+ *   while node t + 1 runs, was recomputed in stage t + 1 (e_{t+1}) or paged
+ *   in during stage t (in_{t+1}): d_t - d_{t+1} <= e_{t+1} + in_{t+1}, each
+ *   at its full cost (d has a column at every stage of the gap).
+ * - A dead input u comes back per stage: recomputed in stage s (X_{u,s}),
+ *   paged in for it (Y_{u,s}), or in RAM while node s - 1 ran (P_{u,s-1},
+ *   which is h, with P_{u,t} <= P_{u,t-1} + X_{u,t} + Y_{u,t}); so one
+ *   recomputation of u no longer serves chains stages apart unless u is
+ *   held, in RAM, between them.
+ * - A recomputation's moment: recomputing v in stage s needs v and its
+ *   inputs in RAM beside what keep-all holds from node s - 1 to node s, so
+ *   where that exceeds the budget, some of those tensors are missing then
+ *   (cover_moment, cover_absent). And an input u that the schedule lets go
+ *   across both s - 1 and s is back for stage s and back again after it:
+ *   one return more (cover_needs, cover_again).
+ * Its model is several times larger and CBC's solve slower, so fast runs
+ * it after the fate search, only where the gap is still open, with the
+ * schedule's energy as the target (CBC's cutoff). */
 
 typedef struct cover {
     const poet_problem *p;
@@ -863,13 +886,22 @@ typedef struct cover {
     int *d, *d_from; /* per gap: the column d of stage d_from; the rest follow */
     int *x, *y, *o; /* per tensor: recomputed or paged in after its life, paged out */
     int **h;        /* h[u][t - L_u - 1]: u held across stage t > L_u; made when first needed, -1 until then */
+    bool staged;    /* returns after a tensor's life are placed in stages (below) */
+    int **hx, **hy; /* staged: hx[u][t - L_u - 1], hy[...]: u recomputed in stage t, paged in for it */
+    int *gap_first; /* the gaps of tensor j: gap_first[j] .. gap_first[j + 1] - 1 */
+    int *absent;    /* absent[s * T + j]: j missing at some recomputation in stage s; -1 until made */
+    int *again, *again_in; /* [s * T + j]: j recomputed, paged in, once more in stage s; -1 until made */
+    double *kept;   /* staged: kept[s], keep-all's bytes in RAM while nodes s - 1 and s run */
+    int runtime;    /* the runtime row, or -1 where there is no runtime budget */
 } cover;
 
 static void cover_free(cover *c)
 {
     free(c->gap_lo), free(c->gap_hi), free(c->gap_tensor), free(c->r), free(c->q), free(c->d), free(c->d_from);
     for (int u = 0; c->h && u < c->p->T; u++) free(c->h[u]);
-    free(c->x), free(c->y), free(c->o), free(c->h);
+    for (int u = 0; c->hx && u < c->p->T; u++) free(c->hx[u]), free(c->hy[u]);
+    free(c->x), free(c->y), free(c->o), free(c->h), free(c->hx), free(c->hy), free(c->gap_first);
+    free(c->absent), free(c->again), free(c->again_in), free(c->kept);
     lp_free(&c->l);
 }
 
@@ -882,18 +914,22 @@ static bool cover_alloc(cover *c)
     int **per_gap[] = {&c->gap_lo, &c->gap_hi, &c->gap_tensor, &c->r, &c->q, &c->d, &c->d_from};
     int **per_tensor[] = {&c->x, &c->y, &c->o};
     bool ok = (c->h = calloc(T, sizeof(int *))) != NULL;
+    ok = (c->hx = calloc(T, sizeof(int *))) && (c->hy = calloc(T, sizeof(int *))) && ok;
+    ok = (c->gap_first = malloc((T + 1) * sizeof(int))) && ok;
     for (size_t k = 0; k < sizeof per_gap / sizeof *per_gap; k++) ok = (*per_gap[k] = malloc(G * sizeof(int))) && ok;
     for (size_t k = 0; k < sizeof per_tensor / sizeof *per_tensor; k++)
         ok = (*per_tensor[k] = malloc(T * sizeof(int))) && ok;
     if (!ok) return false;
     for (int i = 0; i < p->T; i++) {
         int a = i;
+        c->gap_first[i] = c->n_gaps;
         for (int k = p->out_start[i]; k < p->out_start[i + 1]; a = p->out[k++])
             if (p->out[k] - a >= 2) {
                 c->gap_lo[c->n_gaps] = a, c->gap_hi[c->n_gaps] = p->out[k];
                 c->gap_tensor[c->n_gaps++] = i;
             }
     }
+    c->gap_first[p->T] = c->n_gaps;
     return true;
 }
 
@@ -948,18 +984,20 @@ static void cover_returns(cover *c, bool remat, bool paging)
     const poet_problem *p = c->p;
     const poet_cnode *n = p->inst->nodes;
     double full = p->full_memory_energy_j, time = p->full_memory_time_s;
-    int runtime =
+    int runtime = c->runtime =
         isfinite(p->runtime_budget_s) && time > 0 ? add_row(&c->l, -LP_INF, p->runtime_factor - 1 + 1e-6) : -1;
     for (int i = 0; i < p->T; i++) {
-        c->x[i] = remat ? add_col(&c->l, n[i].compute_j / full, 0, 1, true) : -1;
-        c->y[i] = paging ? add_col(&c->l, n[i].pagein_j / full, 0, 1, true) : -1;
+        c->x[i] = remat && !c->staged ? add_col(&c->l, n[i].compute_j / full, 0, 1, true) : -1;
+        c->y[i] = paging && !c->staged ? add_col(&c->l, n[i].pagein_j / full, 0, 1, true) : -1;
         c->o[i] = paging ? add_col(&c->l, n[i].pageout_j / full, 0, 1, true) : -1;
         int row = add_row(&c->l, -LP_INF, 0);
         coef(&c->l, row, c->y[i], 1), coef(&c->l, row, c->o[i], -1);
         coef(&c->l, runtime, c->x[i], n[i].time_s / time);
     }
-    for (int g = 0; g < c->n_gaps; g++) {
+    for (int g = 0; g < c->n_gaps; g++) { /* staged, the returns are cover_staged_returns' */
         int i = c->gap_tensor[g];
+        c->r[g] = c->q[g] = -1;
+        if (c->staged) continue;
         c->r[g] = remat ? add_col(&c->l, n[i].compute_j / full, 0, 1, true) : -1;
         c->q[g] = paging ? add_col(&c->l, n[i].pagein_j / full, 0, 1, true) : -1;
         int row = add_row(&c->l, -LP_INF, 0);
@@ -968,7 +1006,7 @@ static void cover_returns(cover *c, bool remat, bool paging)
         coef(&c->l, row, c->r[g], 1), coef(&c->l, row, c->q[g], 1);
         coef(&c->l, runtime, c->r[g], n[i].time_s / time);
     }
-    for (int u = 0; remat && u < p->T; u++) cover_inputs_back(c, c->x[u], -1, u, p->last_use[u]);
+    for (int u = 0; remat && !c->staged && u < p->T; u++) cover_inputs_back(c, c->x[u], -1, u, p->last_use[u]);
 }
 
 /* The first stage of gap g at which an input of its tensor is dead: from
@@ -988,16 +1026,216 @@ static int cover_dead_from(const cover *c, int g, bool remat)
 static void cover_let_go(cover *c, bool remat)
 {
     for (int g = 0; g < c->n_gaps; g++) { /* consecutive columns, before cover_held makes any */
-        c->d_from[g] = cover_dead_from(c, g, remat);
+        c->d_from[g] = c->staged ? c->gap_lo[g] + 1 : cover_dead_from(c, g, remat);
         c->d[g] = c->l.n_cols;
         for (int t = c->d_from[g]; t < c->gap_hi[g]; t++) add_col(&c->l, 0, 0, 1, false);
     }
-    for (int g = 0; g < c->n_gaps; g++)
+    for (int g = 0; g < c->n_gaps && !c->staged; g++)
         for (int t = c->d_from[g]; t < c->gap_hi[g]; t++) {
             int d = c->d[g] + t - c->d_from[g], row = add_row(&c->l, -LP_INF, 0);
             coef(&c->l, row, d, 1), coef(&c->l, row, c->r[g], -1), coef(&c->l, row, c->q[g], -1);
             cover_inputs_back(c, d, c->q[g], c->gap_tensor[g], t);
         }
+}
+
+/* v times "j let go across stage t" (the columns the stage rows use) into
+ * row; nothing where t is not inside a gap of j (node t reads or makes j,
+ * so j is in RAM while it runs). */
+static void cover_let_go_coef(cover *c, int row, int j, int t, double v)
+{
+    for (int g = c->gap_first[j]; g < c->gap_first[j + 1]; g++) {
+        if (t <= c->gap_lo[g] || t >= c->gap_hi[g]) continue;
+        if (t < c->d_from[g]) coef(&c->l, row, c->r[g], v), coef(&c->l, row, c->q[g], v);
+        else coef(&c->l, row, c->d[g] + t - c->d_from[g], v);
+        return;
+    }
+}
+
+static bool reads(const poet_problem *p, int v, int u)
+{
+    for (int k = p->in_start[v]; k < p->in_start[v + 1]; k++)
+        if (p->in[k] == u) return true;
+    return false;
+}
+
+static int cover_absent(cover *c, int j, int s);
+static int cover_again(cover *c, int j, int s, bool paged);
+static void cover_needs(cover *c, int col, int v, int s);
+
+/* The stage a column of u's per-stage block stands for, and its index. */
+static int staged_at(const cover *c, int *const *cols, int u, int t)
+{
+    int first = c->p->last_use[u] + 1;
+    return cols[u] && t >= first && t < c->p->T ? cols[u][t - first] : -1;
+}
+
+/* Recomputing v in stage s (col) needs v and its inputs in RAM beside what
+ * stays there from node s - 1 to node s; where keep-all's share of that
+ * exceeds the budget, tensors must be missing then (w):
+ *   sum of m_j w_{j,s} >= (need - budget) col. */
+static void cover_moment(cover *c, int col, int v, int s)
+{
+    const poet_problem *p = c->p;
+    const poet_cnode *n = p->inst->nodes;
+    double B = (double)p->budget_bytes, need = c->kept[s];
+    need += v < s && p->last_use[v] >= s ? 0 : (double)n[v].bytes;
+    for (int k = p->in_start[v]; k < p->in_start[v + 1]; k++)
+        need += p->last_use[p->in[k]] < s ? (double)n[p->in[k]].bytes : 0;
+    if (need - B <= 1e-6 * B) return;
+    int row = add_row(&c->l, -1e-6, LP_INF);
+    coef(&c->l, row, col, -(need - B) / B);
+    for (int j = 0; j < s; j++)
+        if (p->last_use[j] >= s && j != v && !reads(p, v, j))
+            coef(&c->l, row, cover_absent(c, j, s), (double)n[j].bytes / B);
+}
+
+/* u's per-stage block, once: for each stage t > L_u, P_t (u in RAM while
+ * node t runs, the column h), X_t (recomputed in stage t) and Y_t (paged in
+ * for stage t), with P_t <= P_{t-1} + X_t + Y_t; the columns first, so that
+ * the rows' needs may come back to u. */
+static void cover_after_life(cover *c, int u)
+{
+    const poet_problem *p = c->p;
+    const poet_cnode *n = p->inst->nodes;
+    int first = p->last_use[u] + 1, len = p->T - first;
+    if (c->h[u] || len <= 0) return;
+    c->h[u] = malloc((size_t)len * sizeof(int)), c->hx[u] = malloc((size_t)len * sizeof(int));
+    c->hy[u] = malloc((size_t)len * sizeof(int));
+    if (!c->h[u] || !c->hx[u] || !c->hy[u]) {
+        c->l.oom = true;
+        return;
+    }
+    double full = p->full_memory_energy_j;
+    for (int k = 0; k < len; k++) {
+        c->h[u][k] = add_col(&c->l, 0, 0, 1, false);
+        c->hx[u][k] = add_col(&c->l, n[u].compute_j / full, 0, 1, true);
+        c->hy[u][k] = c->o[u] >= 0 ? add_col(&c->l, n[u].pagein_j / full, 0, 1, true) : -1;
+        if (c->runtime >= 0) coef(&c->l, c->runtime, c->hx[u][k], n[u].time_s / p->full_memory_time_s);
+    }
+    for (int k = 0; k < len; k++) {
+        if (c->hy[u][k] >= 0) {
+            int row = add_row(&c->l, -LP_INF, 0);
+            coef(&c->l, row, c->hy[u][k], 1), coef(&c->l, row, c->o[u], -1);
+        }
+        if (k > 0) {
+            int row = add_row(&c->l, -LP_INF, 0);
+            coef(&c->l, row, c->h[u][k], 1), coef(&c->l, row, c->h[u][k - 1], -1);
+            coef(&c->l, row, c->hx[u][k], -1), coef(&c->l, row, c->hy[u][k], -1);
+        }
+        cover_needs(c, c->hx[u][k], u, first + k);
+        cover_moment(c, c->hx[u][k], u, first + k);
+    }
+}
+
+/* col <= what brings each input u of v, dead before stage s - 1 (L_u <
+ * s - 1), to a recomputation of v in stage s: u recomputed in stage s,
+ * paged in for it, or in RAM while node s - 1 ran (an input read last at
+ * s - 1 may be kept into stage s: no row). */
+static void cover_needs(cover *c, int col, int v, int s)
+{
+    const poet_problem *p = c->p;
+    for (int k = p->in_start[v]; k < p->in_start[v + 1]; k++) {
+        int u = p->in[k];
+        if (p->last_use[u] >= s) {
+            /* let go across s - 1 and s, u is back for stage s and again after */
+            int row = add_row(&c->l, -LP_INF, 2);
+            coef(&c->l, row, col, 1), cover_let_go_coef(c, row, u, s - 1, 1), cover_let_go_coef(c, row, u, s, 1);
+            coef(&c->l, row, cover_again(c, u, s, false), -1), coef(&c->l, row, cover_again(c, u, s, true), -1);
+        }
+        if (p->last_use[u] >= s - 1) continue;
+        cover_after_life(c, u);
+        int row = add_row(&c->l, -LP_INF, 0);
+        coef(&c->l, row, col, 1), coef(&c->l, row, staged_at(c, c->hx, u, s), -1);
+        coef(&c->l, row, staged_at(c, c->hy, u, s), -1), coef(&c->l, row, staged_at(c, c->h, u, s - 1), -1);
+    }
+}
+
+/* The column of j's return once more in stage s, beyond the one per gap
+ * the model charges: recomputed (needing its inputs), or, paged, paged in
+ * for the stage; made on first use. */
+static int cover_again(cover *c, int j, int s, bool paged)
+{
+    const poet_problem *p = c->p;
+    const poet_cnode *n = p->inst->nodes;
+    int *col = &(paged ? c->again_in : c->again)[(size_t)s * (size_t)p->T + (size_t)j];
+    if (*col >= 0 || (paged && c->o[j] < 0)) return *col;
+    *col = add_col(&c->l, (paged ? n[j].pagein_j : n[j].compute_j) / p->full_memory_energy_j, 0, 1, true);
+    if (paged) {
+        int row = add_row(&c->l, -LP_INF, 0);
+        coef(&c->l, row, *col, 1), coef(&c->l, row, c->o[j], -1);
+        return *col;
+    }
+    if (c->runtime >= 0) coef(&c->l, c->runtime, *col, n[j].time_s / p->full_memory_time_s);
+    cover_needs(c, *col, j, s);
+    return *col;
+}
+
+/* The column w_{j,s}: j, which keep-all holds while nodes s - 1 and s run,
+ * is missing at a recomputation in stage s. In POET's stages a tensor in
+ * RAM at a stage's start stays until a reader in that stage frees it, and
+ * cannot come back in that stage after; so j is missing only where it was
+ * let go across s - 1 or s, or dropped after s - 1 and recomputed in stage
+ * s after the recomputation (z: one more return, needing its inputs). */
+static int cover_absent(cover *c, int j, int s)
+{
+    const poet_problem *p = c->p;
+    int *w = &c->absent[(size_t)s * (size_t)p->T + (size_t)j];
+    if (*w >= 0) return *w;
+    *w = add_col(&c->l, 0, 0, 1, false);
+    int row = add_row(&c->l, -LP_INF, 0);
+    coef(&c->l, row, *w, 1), coef(&c->l, row, cover_again(c, j, s, false), -1);
+    cover_let_go_coef(c, row, j, s - 1, -1), cover_let_go_coef(c, row, j, s, -1);
+    return *w;
+}
+
+/* Staged returns (with remat): gap g's tensor i, let go across stage t and
+ * in RAM while node t + 1 runs, came back in between: recomputed in stage
+ * t + 1 (e, needing i's inputs there and room for its moment) or paged in
+ * during stage t (a page-in for stage t + 1, after the one page-out); so
+ * every let-go run pays its own return:
+ *   d_t - d_{t+1} <= e_{t+1} + in_{t+1}  (d_hi = 0: node hi reads i). */
+static void cover_staged_returns(cover *c)
+{
+    const poet_problem *p = c->p;
+    const poet_cnode *n = p->inst->nodes;
+    size_t T = (size_t)p->T;
+    double full = p->full_memory_energy_j;
+    int *e = malloc(T * sizeof(int)), *in = malloc(T * sizeof(int));
+    int **per_stage[] = {&c->absent, &c->again, &c->again_in};
+    bool ok = e && in && (c->kept = calloc(T, sizeof(double)));
+    for (size_t k = 0; k < sizeof per_stage / sizeof *per_stage; k++) {
+        ok = (*per_stage[k] = malloc(T * T * sizeof(int))) && ok;
+        if (*per_stage[k]) memset(*per_stage[k], 0xff, T * T * sizeof(int));
+    }
+    if (!ok) {
+        c->l.oom = true;
+        free(e), free(in);
+        return;
+    }
+    for (int s = 1; s < p->T; s++)
+        for (int j = 0; j < s; j++) c->kept[s] += p->last_use[j] >= s ? (double)n[j].bytes : 0;
+    /* building stops once the model is too large to be solved */
+    for (int g = 0; g < c->n_gaps && c->l.nnz <= COVER_MAX_NNZ; g++) {
+        int i = c->gap_tensor[g], lo = c->gap_lo[g], hi = c->gap_hi[g];
+        for (int s = lo + 2; s <= hi; s++) {
+            e[s] = add_col(&c->l, n[i].compute_j / full, 0, 1, true);
+            if (c->runtime >= 0) coef(&c->l, c->runtime, e[s], n[i].time_s / p->full_memory_time_s);
+            in[s] = c->o[i] >= 0 ? add_col(&c->l, n[i].pagein_j / full, 0, 1, true) : -1;
+            if (in[s] >= 0) {
+                int row = add_row(&c->l, -LP_INF, 0);
+                coef(&c->l, row, in[s], 1), coef(&c->l, row, c->o[i], -1);
+            }
+            cover_needs(c, e[s], i, s);
+            cover_moment(c, e[s], i, s);
+        }
+        for (int t = lo + 1; t < hi; t++) {
+            int row = add_row(&c->l, -LP_INF, 0);
+            coef(&c->l, row, c->d[g] + t - c->d_from[g], 1);
+            if (t + 1 < hi) coef(&c->l, row, c->d[g] + t + 1 - c->d_from[g], -1);
+            coef(&c->l, row, e[t + 1], -1), coef(&c->l, row, in[t + 1], -1);
+        }
+    }
+    free(e), free(in);
 }
 
 /* One row per stage, scaled by the budget; false where some stage cannot
@@ -1028,16 +1266,23 @@ static bool cover_stages(cover *c)
     return fits;
 }
 
-double milp_cover_bound(const poet_problem *p, const milp_options *mo, double seconds)
+/* The covering model, staged where asked; false where some stage cannot
+ * fit at all or memory ran out. */
+static bool cover_build(cover *c, const milp_options *mo)
+{
+    if (!cover_alloc(c)) return false;
+    cover_returns(c, mo->remat, mo->paging), cover_let_go(c, mo->remat);
+    if (c->staged) cover_staged_returns(c);
+    return cover_stages(c) && !c->l.oom;
+}
+
+double milp_cover_bound(const poet_problem *p, const milp_options *mo, bool staged, double target_j, double seconds)
 {
     double full = p->full_memory_energy_j, bound = NAN;
-    if (seconds <= 0 || !(full > 0) || !p->budget_bytes) return NAN;
-    cover c = {.p = p};
+    if (seconds <= 0 || !(full > 0) || !p->budget_bytes || (staged && !mo->remat)) return NAN;
+    cover c = {.p = p, .staged = staged};
     csc m;
-    bool built = cover_alloc(&c);
-    if (built) cover_returns(&c, mo->remat, mo->paging), cover_let_go(&c, mo->remat);
-    built = built && cover_stages(&c);
-    built = built && !c.l.oom && to_csc(&c.l, &m);
+    bool built = cover_build(&c, mo) && (!staged || c.l.nnz <= COVER_MAX_NNZ) && to_csc(&c.l, &m);
     if (built) {
         Cbc_Model *cbc = load_cbc(&c.l, &m, c.l.lb, c.l.ub);
         poet_plan_options o = {.threads = 1, .quiet = true, .deterministic = true, .gap = 1e-9};
@@ -1047,13 +1292,17 @@ double milp_cover_bound(const poet_problem *p, const milp_options *mo, double se
          * then prove a wrong one: a bound above a feasible schedule
          * (tests/test_milp.c replays one, 921 against the optimum 868) */
         Cbc_setParameter(cbc, "preprocess", "off");
+        /* no covering solution below the target: the bound is the target */
+        double cutoff = target_j / full - 1;
+        if (cutoff < 1e30) Cbc_setCutoff(cbc, cutoff), Cbc_setParameter(cbc, "increment", "1e-12");
         solved sv;
         double deadline = plan_wall_s() + 1.25 * seconds + 0.5;
         solve_apart(&(solve_job){.cbc = cbc, .n_cols = c.l.n_cols, .deadline = deadline}, &sv);
         /* CBC's best possible objective bounds the optimum even when it ran
          * out of time; less a margin for its tolerances */
-        if (sv.ended && !sv.infeasible && isfinite(sv.bound) && sv.bound >= 0 && sv.bound < 1e30)
-            bound = full * (1 + sv.bound) * (1 - 1e-7);
+        if (sv.ended && sv.infeasible && cutoff < 1e30) bound = target_j * (1 - 1e-7);
+        else if (sv.ended && !sv.infeasible && isfinite(sv.bound) && sv.bound >= 0 && sv.bound < 1e30)
+            bound = full * (1 + fmin(sv.bound, cutoff)) * (1 - 1e-7);
         free(sv.x);
         Cbc_deleteModel(cbc);
         csc_free(&m);

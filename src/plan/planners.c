@@ -163,7 +163,7 @@ static poet_status plan_fast(const poet_problem *p, const poet_plan_options *o, 
     double energy = INFINITY, bound = p->full_memory_energy_j;
     milp_options mo = {paging, remat, NULL};
     progress_report("covering bound", NAN, bound);
-    double cover = milp_cover_bound(p, &mo, 0.1 * limit);
+    double cover = milp_cover_bound(p, &mo, false, INFINITY, 0.1 * limit);
     if (isfinite(cover) && cover > bound) bound = cover;
     progress_report("baselines", NAN, bound);
     if (plan_best_baseline(p, paging, remat, &cand))
@@ -181,6 +181,12 @@ static poet_status plan_fast(const poet_problem *p, const poet_plan_options *o, 
         return polish(p, o, started, INFINITY, r, err);
     }
     r->schedule = best;
+    if (energy > bound * enough && remat) {
+        progress_report("staged covering bound", energy, NAN);
+        double staged = milp_cover_bound(p, &mo, true, energy / enough, 0.3 * limit);
+        if (isfinite(staged) && staged > bound) bound = staged;
+        progress_report(NULL, NAN, bound);
+    }
     if (energy > bound * enough) {
         progress_report("LP bound", energy, NAN);
         double lp = milp_lp_bound(p, &mo, limit - reserve - (plan_wall_s() - started));
