@@ -183,7 +183,7 @@ static poet_status plan_fast(const poet_problem *p, const poet_plan_options *o, 
     r->schedule = best;
     if (energy > bound * enough && remat) {
         progress_report("staged covering bound", energy, NAN);
-        double staged = milp_cover_bound(p, &mo, true, energy / enough, 0.3 * limit);
+        double staged = milp_cover_bound(p, &mo, true, energy / enough, 0.2 * limit);
         if (isfinite(staged) && staged > bound) bound = staged;
         progress_report(NULL, NAN, bound);
     }
