@@ -874,8 +874,7 @@ double milp_lp_bound(const poet_problem *p, const milp_options *mo, double secon
  *   across both s - 1 and s is back for stage s and back again after it:
  *   one return more (cover_needs, cover_again).
  * Its model is several times larger and CBC's solve slower, so fast runs
- * it after the fate search, only where the gap is still open, with the
- * schedule's energy as the target (CBC's cutoff). */
+ * it after the fate search, only where the gap is still open. */
 
 typedef struct cover {
     const poet_problem *p;
@@ -1276,7 +1275,7 @@ static bool cover_build(cover *c, const milp_options *mo)
     return cover_stages(c) && !c->l.oom;
 }
 
-double milp_cover_bound(const poet_problem *p, const milp_options *mo, bool staged, double target_j, double seconds)
+double milp_cover_bound(const poet_problem *p, const milp_options *mo, bool staged, double seconds)
 {
     double full = p->full_memory_energy_j, bound = NAN;
     if (seconds <= 0 || !(full > 0) || !p->budget_bytes || (staged && !mo->remat)) return NAN;
@@ -1292,17 +1291,13 @@ double milp_cover_bound(const poet_problem *p, const milp_options *mo, bool stag
          * then prove a wrong one: a bound above a feasible schedule
          * (tests/test_milp.c replays one, 921 against the optimum 868) */
         Cbc_setParameter(cbc, "preprocess", "off");
-        /* no covering solution below the target: the bound is the target */
-        double cutoff = target_j / full - 1;
-        if (cutoff < 1e30) Cbc_setCutoff(cbc, cutoff), Cbc_setParameter(cbc, "increment", "1e-12");
         solved sv;
         double deadline = plan_wall_s() + 1.25 * seconds + 0.5;
         solve_apart(&(solve_job){.cbc = cbc, .n_cols = c.l.n_cols, .deadline = deadline}, &sv);
         /* CBC's best possible objective bounds the optimum even when it ran
          * out of time; less a margin for its tolerances */
-        if (sv.ended && sv.infeasible && cutoff < 1e30) bound = target_j * (1 - 1e-7);
-        else if (sv.ended && !sv.infeasible && isfinite(sv.bound) && sv.bound >= 0 && sv.bound < 1e30)
-            bound = full * (1 + fmin(sv.bound, cutoff)) * (1 - 1e-7);
+        if (sv.ended && !sv.infeasible && isfinite(sv.bound) && sv.bound >= 0 && sv.bound < 1e30)
+            bound = full * (1 + sv.bound) * (1 - 1e-7);
         free(sv.x);
         Cbc_deleteModel(cbc);
         csc_free(&m);

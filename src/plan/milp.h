@@ -30,9 +30,8 @@ double milp_lp_bound(const poet_problem *p, const milp_options *mo, double secon
  * whole variables (milp.c says why it holds): where the LP relaxation pays
  * for fractions of tensors, this pays for whole ones. Staged (remat only),
  * the returns are placed in stages: tighter, larger, slower; NAN where that
- * model is too large. The bound is at most target_j (INFINITY: no target),
- * whose proof stops the search. NAN when not solved within seconds. */
-double milp_cover_bound(const poet_problem *p, const milp_options *mo, bool staged, double target_j, double seconds);
+ * model is too large. NAN when not solved within seconds. */
+double milp_cover_bound(const poet_problem *p, const milp_options *mo, bool staged, double seconds);
 
 /* Lowers the energy of the valid schedule s by re-solving the MILP over
  * windows of tensors with the rest of s fixed, for at most seconds or until
