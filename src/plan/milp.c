@@ -932,11 +932,12 @@ static bool cover_alloc(cover *c)
     return true;
 }
 
-/* The column h_{u,t}, or -1 where there is none. */
-static int cover_held_at(const cover *c, int u, int t)
+/* u's column of stage t > L_u in one of its per-stage arrays (h, and,
+ * staged, hx and hy), or -1 where there is none. */
+static int after_life_at(const cover *c, int *const *cols, int u, int t)
 {
     int first = c->p->last_use[u] + 1;
-    return c->h[u] && t >= first ? c->h[u][t - first] : -1;
+    return cols[u] && t >= first && t < c->p->T ? cols[u][t - first] : -1;
 }
 
 /* The column h_{u,t}, made on first use with the rows h_{u,s} <= h_{u,s-1}
@@ -1037,17 +1038,16 @@ static void cover_let_go(cover *c, bool remat)
         }
 }
 
-/* v times "j let go across stage t" (the columns the stage rows use) into
- * row; nothing where t is not inside a gap of j (node t reads or makes j,
- * so j is in RAM while it runs). */
+/* Staged: v times d_t of j ("j let go across stage t") into row; nothing
+ * where t is not inside a gap of j (node t reads or makes j, so j is in RAM
+ * while it runs). Staged, d has a column at every stage of a gap. */
 static void cover_let_go_coef(cover *c, int row, int j, int t, double v)
 {
-    for (int g = c->gap_first[j]; g < c->gap_first[j + 1]; g++) {
-        if (t <= c->gap_lo[g] || t >= c->gap_hi[g]) continue;
-        if (t < c->d_from[g]) coef(&c->l, row, c->r[g], v), coef(&c->l, row, c->q[g], v);
-        else coef(&c->l, row, c->d[g] + t - c->d_from[g], v);
-        return;
-    }
+    for (int g = c->gap_first[j]; g < c->gap_first[j + 1]; g++)
+        if (c->gap_lo[g] < t && t < c->gap_hi[g]) {
+            coef(&c->l, row, c->d[g] + t - c->d_from[g], v);
+            return;
+        }
 }
 
 static bool reads(const poet_problem *p, int v, int u)
@@ -1060,13 +1060,6 @@ static bool reads(const poet_problem *p, int v, int u)
 static int cover_absent(cover *c, int j, int s);
 static int cover_again(cover *c, int j, int s, bool paged);
 static void cover_needs(cover *c, int col, int v, int s);
-
-/* The stage a column of u's per-stage block stands for, and its index. */
-static int staged_at(const cover *c, int *const *cols, int u, int t)
-{
-    int first = c->p->last_use[u] + 1;
-    return cols[u] && t >= first && t < c->p->T ? cols[u][t - first] : -1;
-}
 
 /* Recomputing v in stage s (col) needs v and its inputs in RAM beside what
  * stays there from node s - 1 to node s; where keep-all's share of that
@@ -1144,14 +1137,14 @@ static void cover_needs(cover *c, int col, int v, int s)
         if (p->last_use[u] >= s - 1) continue;
         cover_after_life(c, u);
         int row = add_row(&c->l, -LP_INF, 0);
-        coef(&c->l, row, col, 1), coef(&c->l, row, staged_at(c, c->hx, u, s), -1);
-        coef(&c->l, row, staged_at(c, c->hy, u, s), -1), coef(&c->l, row, staged_at(c, c->h, u, s - 1), -1);
+        coef(&c->l, row, col, 1), coef(&c->l, row, after_life_at(c, c->hx, u, s), -1);
+        coef(&c->l, row, after_life_at(c, c->hy, u, s), -1), coef(&c->l, row, after_life_at(c, c->h, u, s - 1), -1);
     }
 }
 
-/* The column of j's return once more in stage s, beyond the one per gap
- * the model charges: recomputed (needing its inputs), or, paged, paged in
- * for the stage; made on first use. */
+/* The column of j's return once more in stage s, beyond the return its
+ * let-go run pays: recomputed (needing its inputs), or, paged, paged in for
+ * the stage; made on first use. */
 static int cover_again(cover *c, int j, int s, bool paged)
 {
     const poet_problem *p = c->p;
@@ -1259,7 +1252,7 @@ static bool cover_stages(cover *c)
                 if (t < c->d_from[g]) coef(&c->l, row, c->r[g], scale * m), coef(&c->l, row, c->q[g], scale * m);
                 else coef(&c->l, row, c->d[g] + t - c->d_from[g], scale * m);
             }
-        for (int u = 0; u < t; u++) coef(&c->l, row, cover_held_at(c, u, t), -scale * (double)n[u].bytes);
+        for (int u = 0; u < t; u++) coef(&c->l, row, after_life_at(c, c->h, u, t), -scale * (double)n[u].bytes);
         c->l.rlb[row] = scale * (need + held) - 1e-6;
     }
     return fits;
