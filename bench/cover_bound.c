@@ -1,0 +1,43 @@
+/* The fast planner's two covering bounds alone, aggregate and staged, each
+ * with the same time, so that they can be compared with each other and with
+ * proven optima (bench/cover_bound.py runs it over the random-graph table).
+ *
+ * usage: poet-cover-bound INSTANCE.json BUDGET_BYTES RUNTIME_FACTOR [SECONDS]
+ * Prints both bounds in joules (JSON; null where not solved in time, or, for
+ * the staged one, where its model is too large). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "poet/poet.h"
+#include "../src/plan/milp.h"
+
+static void print_j(const char *key, double j, const char *end)
+{
+    if (isfinite(j)) printf("\"%s\": %.12g%s", key, j, end);
+    else printf("\"%s\": null%s", key, end);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: poet-cover-bound INSTANCE.json BUDGET_BYTES RUNTIME_FACTOR [SECONDS]\n");
+        return 2;
+    }
+    poet_instance inst;
+    poet_problem p;
+    poet_err err = {0};
+    if (poet_instance_read_file(argv[1], &inst, &err) ||
+        poet_problem_init(&p, &inst, strtoull(argv[2], NULL, 10), atof(argv[3]), &err)) {
+        fprintf(stderr, "poet-cover-bound: %s\n", err.msg);
+        return 1;
+    }
+    double seconds = argc > 4 ? atof(argv[4]) : 30;
+    milp_options mo = {true, true, NULL};
+    printf("{");
+    print_j("aggregate_j", milp_cover_bound(&p, &mo, false, seconds), ", ");
+    print_j("staged_j", milp_cover_bound(&p, &mo, true, seconds), "}\n");
+    poet_problem_free(&p);
+    poet_instance_free(&inst);
+    return 0;
+}
