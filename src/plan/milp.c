@@ -1268,32 +1268,55 @@ static bool cover_build(cover *c, const milp_options *mo)
     return cover_stages(c) && !c->l.oom;
 }
 
-double milp_cover_bound(const poet_problem *p, const milp_options *mo, bool staged, double seconds)
+/* CBC on the covering model: its bound in joules, NAN where not solved in
+ * time; *fractional: whether it proved an optimum that lets some tensor go
+ * by part. */
+static double cover_solve(cover *c, double seconds, bool *fractional)
 {
-    double full = p->full_memory_energy_j, bound = NAN;
-    if (seconds <= 0 || !(full > 0) || !p->budget_bytes || (staged && !mo->remat)) return NAN;
-    cover c = {.p = p, .staged = staged};
+    double full = c->p->full_memory_energy_j, bound = NAN;
     csc m;
-    bool built = cover_build(&c, mo) && (!staged || c.l.nnz <= COVER_MAX_NNZ) && to_csc(&c.l, &m);
-    if (built) {
-        Cbc_Model *cbc = load_cbc(&c.l, &m, c.l.lb, c.l.ub);
-        poet_plan_options o = {.threads = 1, .quiet = true, .deterministic = true, .gap = 1e-9};
-        set_params(cbc, &o, seconds);
-        Cbc_setLogLevel(cbc, 0);
-        /* CBC 2.10's integer preprocessing can cut off this model's optimum and
-         * then prove a wrong one: a bound above a feasible schedule
-         * (tests/test_milp.c replays one, 921 against the optimum 868) */
-        Cbc_setParameter(cbc, "preprocess", "off");
-        solved sv;
-        double deadline = plan_wall_s() + 1.25 * seconds + 0.5;
-        solve_apart(&(solve_job){.cbc = cbc, .n_cols = c.l.n_cols, .deadline = deadline}, &sv);
-        /* CBC's best possible objective bounds the optimum even when it ran
-         * out of time; less a margin for its tolerances */
-        if (sv.ended && !sv.infeasible && isfinite(sv.bound) && sv.bound >= 0 && sv.bound < 1e30)
-            bound = full * (1 + sv.bound) * (1 - 1e-7);
-        free(sv.x);
-        Cbc_deleteModel(cbc);
-        csc_free(&m);
+    *fractional = false;
+    if (seconds <= 0 || !to_csc(&c->l, &m)) return NAN;
+    Cbc_Model *cbc = load_cbc(&c->l, &m, c->l.lb, c->l.ub);
+    poet_plan_options o = {.threads = 1, .quiet = true, .deterministic = true, .gap = 1e-9};
+    set_params(cbc, &o, seconds);
+    Cbc_setLogLevel(cbc, 0);
+    /* CBC 2.10's integer preprocessing can cut off this model's optimum and
+     * then prove a wrong one: a bound above a feasible schedule
+     * (tests/test_milp.c replays one, 921 against the optimum 868) */
+    Cbc_setParameter(cbc, "preprocess", "off");
+    solved sv;
+    solve_apart(&(solve_job){.cbc = cbc, .n_cols = c->l.n_cols, .deadline = plan_wall_s() + 1.25 * seconds + 0.5},
+                &sv);
+    /* CBC's best possible objective bounds the optimum even when it ran
+     * out of time; less a margin for its tolerances */
+    if (sv.ended && !sv.infeasible && isfinite(sv.bound) && sv.bound >= 0 && sv.bound < 1e30)
+        bound = full * (1 + sv.bound) * (1 - 1e-7);
+    for (int g = 0; sv.optimal && sv.has_x && g < c->n_gaps; g++)
+        for (int t = c->d_from[g]; t < c->gap_hi[g]; t++) {
+            double d = sv.x[c->d[g] + t - c->d_from[g]];
+            *fractional = *fractional || (d > 1e-6 && d < 1 - 1e-6);
+        }
+    free(sv.x);
+    Cbc_deleteModel(cbc);
+    csc_free(&m);
+    return bound;
+}
+
+double milp_cover_bound(const poet_problem *p, const milp_options *mo, cover_kind kind, double seconds)
+{
+    double deadline = plan_wall_s() + seconds, bound = NAN;
+    bool staged = kind != COVER_AGGREGATE, fractional = false;
+    if (seconds <= 0 || !(p->full_memory_energy_j > 0) || !p->budget_bytes || (staged && !mo->remat)) return NAN;
+    cover c = {.p = p, .staged = staged};
+    if (cover_build(&c, mo) && (!staged || c.l.nnz <= COVER_MAX_NNZ)) bound = cover_solve(&c, seconds, &fractional);
+    if (kind == COVER_STAGED_WHOLE && fractional) {
+        /* let-go by halves can pass the rule of a return more (cover_needs):
+         * solve again with whole let-go columns, in the time left */
+        for (int g = 0; g < c.n_gaps; g++)
+            for (int t = c.d_from[g]; t < c.gap_hi[g]; t++) c.l.is_int[c.d[g] + t - c.d_from[g]] = 1;
+        double whole = cover_solve(&c, deadline - plan_wall_s(), &fractional);
+        if (whole > bound || !isfinite(bound)) bound = whole;
     }
     cover_free(&c);
     return bound;
