@@ -1303,14 +1303,15 @@ static double cover_solve(cover *c, double seconds, bool *fractional)
     return bound;
 }
 
-double milp_cover_bound(const poet_problem *p, const milp_options *mo, cover_kind kind, double seconds)
+double milp_cover_bound(const poet_problem *p, const milp_options *mo, cover_kind kind, double seconds,
+                        double target_j)
 {
     double deadline = plan_wall_s() + seconds, bound = NAN;
     bool staged = kind != COVER_AGGREGATE, fractional = false;
     if (seconds <= 0 || !(p->full_memory_energy_j > 0) || !p->budget_bytes || (staged && !mo->remat)) return NAN;
     cover c = {.p = p, .staged = staged};
     if (cover_build(&c, mo) && (!staged || c.l.nnz <= COVER_MAX_NNZ)) bound = cover_solve(&c, seconds, &fractional);
-    if (kind == COVER_STAGED_WHOLE && fractional) {
+    if (kind == COVER_STAGED_WHOLE && fractional && !(bound >= target_j)) {
         /* let-go by halves can pass the rule of a return more (cover_needs):
          * solve again with whole let-go columns, in the time left */
         for (int g = 0; g < c.n_gaps; g++)

@@ -28,15 +28,16 @@ double milp_lp_bound(const poet_problem *p, const milp_options *mo, double secon
 
 /* The covering models, from the loosest and quickest: aggregate returns;
  * returns placed in stages (remat only); and staged, then, where its proven
- * optimum lets a tensor go by part, again with whole let-go columns in the
- * time left. */
+ * optimum lets a tensor go by part and stays below target_j, again with
+ * whole let-go columns in the time left. */
 typedef enum cover_kind { COVER_AGGREGATE, COVER_STAGED, COVER_STAGED_WHOLE } cover_kind;
 
 /* A lower bound on the energy of every schedule from a covering model with
  * whole returns (milp.c says why it holds): where the LP relaxation pays for
  * fractions of tensors, this pays for whole ones. NAN where a staged model
  * is too large, or when not solved within seconds. */
-double milp_cover_bound(const poet_problem *p, const milp_options *mo, cover_kind kind, double seconds);
+double milp_cover_bound(const poet_problem *p, const milp_options *mo, cover_kind kind, double seconds,
+                        double target_j);
 
 /* Lowers the energy of the valid schedule s by re-solving the MILP over
  * windows of tensors with the rest of s fixed, for at most seconds or until
