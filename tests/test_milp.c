@@ -179,7 +179,7 @@ static void fast_certificates(unsigned seed)
  * a row that charges too much cannot hide. */
 /* One round of cover_bound_rounds: the covering bound against the MILP's
  * proven optimum on a random graph at a budget in the tighter half. */
-static void cover_bound_round(unsigned seed, int round, int *proven, int tight[2], int *above_full)
+static void cover_bound_round(unsigned seed, int round, int *proven, int tight[3], int *above_full)
 {
     unsigned s = seed * 31337u + (unsigned)round;
     poet_instance inst;
@@ -218,7 +218,7 @@ static void cover_bound_rounds(unsigned seed)
     CHECK(proven >= 12);
     /* where CBC's integer preprocessing proved the covering model's optimum
      * wrong (921 against a schedule of 868) before it was turned off there */
-    int p1 = 0, t1[2] = {0}, a1 = 0;
+    int p1 = 0, t1[3] = {0}, a1 = 0;
     cover_bound_round(1796385060u, 8, &p1, t1, &a1);
     CHECK(p1 == 1 && t1[0] == 1);
 }
