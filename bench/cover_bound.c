@@ -10,8 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "poet/poet.h"
 #include "../src/plan/milp.h"
+#include "setting.h"
 
 static void print_j(const char *key, double j, const char *end)
 {
@@ -21,18 +21,10 @@ static void print_j(const char *key, double j, const char *end)
 
 int main(int argc, char **argv)
 {
-    if (argc < 4) {
-        fprintf(stderr, "usage: poet-cover-bound INSTANCE.json BUDGET_BYTES RUNTIME_FACTOR [SECONDS]\n");
-        return 2;
-    }
     poet_instance inst;
     poet_problem p;
-    poet_err err = {0};
-    if (poet_instance_read_file(argv[1], &inst, &err) ||
-        poet_problem_init(&p, &inst, strtoull(argv[2], NULL, 10), atof(argv[3]), &err)) {
-        fprintf(stderr, "poet-cover-bound: %s\n", err.msg);
-        return 1;
-    }
+    int rc = bench_setting(argc, argv, "poet-cover-bound", &inst, &p);
+    if (rc) return rc;
     double seconds = argc > 4 ? atof(argv[4]) : 30;
     milp_options mo = {true, true, NULL};
     printf("{");

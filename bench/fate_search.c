@@ -7,23 +7,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "poet/poet.h"
 #include "../src/plan/fates.h"
+#include "setting.h"
 
 int main(int argc, char **argv)
 {
-    if (argc < 4) {
-        fprintf(stderr, "usage: poet-fate-search INSTANCE.json BUDGET_BYTES RUNTIME_FACTOR [SECONDS]\n");
-        return 2;
-    }
     poet_instance inst;
     poet_problem p;
     poet_err err = {0};
-    if (poet_instance_read_file(argv[1], &inst, &err) ||
-        poet_problem_init(&p, &inst, strtoull(argv[2], NULL, 10), atof(argv[3]), &err)) {
-        fprintf(stderr, "poet-fate-search: %s\n", err.msg);
-        return 1;
-    }
+    int rc = bench_setting(argc, argv, "poet-fate-search", &inst, &p);
+    if (rc) return rc;
     poet_schedule s = {0};
     double found_at = 0;
     poet_sim sim;

@@ -1268,6 +1268,15 @@ static bool cover_build(cover *c, const milp_options *mo)
     return cover_stages(c) && !c->l.oom;
 }
 
+/* The let-go columns d of every gap, consecutive (cover_let_go makes them
+ * so): [*first, *end). */
+static void cover_let_go_cols(const cover *c, int *first, int *end)
+{
+    int last = c->n_gaps - 1;
+    *first = *end = 0;
+    if (last >= 0) *first = c->d[0], *end = c->d[last] + c->gap_hi[last] - c->d_from[last];
+}
+
 /* CBC on the covering model: its bound in joules, NAN where not solved in
  * time; *fractional: whether it proved an optimum that lets some tensor go
  * by part. */
@@ -1292,11 +1301,10 @@ static double cover_solve(cover *c, double seconds, bool *fractional)
      * out of time; less a margin for its tolerances */
     if (sv.ended && !sv.infeasible && isfinite(sv.bound) && sv.bound >= 0 && sv.bound < 1e30)
         bound = full * (1 + sv.bound) * (1 - 1e-7);
-    for (int g = 0; sv.optimal && sv.has_x && g < c->n_gaps; g++)
-        for (int t = c->d_from[g]; t < c->gap_hi[g]; t++) {
-            double d = sv.x[c->d[g] + t - c->d_from[g]];
-            *fractional = *fractional || (d > 1e-6 && d < 1 - 1e-6);
-        }
+    int first, end;
+    cover_let_go_cols(c, &first, &end);
+    for (int k = first; sv.optimal && sv.has_x && k < end; k++)
+        *fractional = *fractional || (sv.x[k] > 1e-6 && sv.x[k] < 1 - 1e-6);
     free(sv.x);
     Cbc_deleteModel(cbc);
     csc_free(&m);
@@ -1314,8 +1322,9 @@ double milp_cover_bound(const poet_problem *p, const milp_options *mo, cover_kin
     if (kind == COVER_STAGED_WHOLE && fractional && !(bound >= target_j)) {
         /* let-go by halves can pass the rule of a return more (cover_needs):
          * solve again with whole let-go columns, in the time left */
-        for (int g = 0; g < c.n_gaps; g++)
-            for (int t = c.d_from[g]; t < c.gap_hi[g]; t++) c.l.is_int[c.d[g] + t - c.d_from[g]] = 1;
+        int first, end;
+        cover_let_go_cols(&c, &first, &end);
+        for (int k = first; k < end; k++) c.l.is_int[k] = 1;
         double whole = cover_solve(&c, deadline - plan_wall_s(), &fractional);
         if (whole > bound || !isfinite(bound)) bound = whole;
     }
