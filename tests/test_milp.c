@@ -146,7 +146,7 @@ static void fast_certificate_round(unsigned s, int *proven, int *reached, int *c
                       em);
             CHECK_MSG(f.lower_bound_j <= ef * (1 + 1e-12), "seed %u: fast bound above its energy", s);
             *reached += ef <= em * (1 + 1e-6);
-            double cover = milp_cover_bound(&p, &(milp_options){!no_paging, !no_remat, NULL}, COVER_AGGREGATE, 20, INFINITY);
+            double cover = milp_cover_bound(&p, &(milp_options){!no_paging, !no_remat, NULL}, COVER_AGGREGATE, 20);
             CHECK_MSG(!(cover > em * (1 + 1e-9)), "seed %u variant %d: covering bound %.12g above the optimum %.12g", s,
                       variant, cover, em);
             *covers += cover > p.full_memory_energy_j * (1 + 1e-9);
@@ -196,7 +196,7 @@ static void cover_bound_round(unsigned seed, int round, int *proven, int tight[3
         double cover[3];
         ++*proven;
         for (cover_kind k = COVER_AGGREGATE; k <= COVER_STAGED_WHOLE; k++) {
-            cover[k] = milp_cover_bound(&p, &mo, k, 20, INFINITY);
+            cover[k] = milp_cover_bound(&p, &mo, k, 20);
             CHECK_MSG(!(cover[k] > em * (1 + 1e-9)), "seed %u round %d: %s covering bound %.12g above optimum %.12g",
                       seed, round, kinds[k], cover[k], em);
             tight[k] += cover[k] >= em * (1 - 1e-6);
@@ -371,7 +371,10 @@ static void fates_page_or_recompute_by_use(void)
  * apart. On attention_7 at 63% both stay 7% below: the staged model lets
  * a softmax go by halves across a recomputation that reads it, which the
  * rule of a return more lets through; with whole let-go columns it proves
- * the optimum. */
+ * the optimum. On residual_5 at 68% (runtime factor 1.017) the staged bound
+ * stayed 2.5% below until it knew that a tensor let go right after the
+ * stage that made it cannot be paged in before a recomputation brings it
+ * back (cover_first_return). */
 static void staged_cover_certifies(void)
 {
     static const struct {
@@ -381,7 +384,8 @@ static void staged_cover_certifies(void)
         cover_kind proves;
     } cases[] = {{POET_TEST_DATA "/random/dag_1__m4.json", 5521, 1.407, COVER_STAGED},
                  {POET_TEST_DATA "/random/unet_3__m4.json", 32701, 1.013, COVER_STAGED},
-                 {POET_TEST_DATA "/random/attention_7__m4.json", 124248, 1.385, COVER_STAGED_WHOLE}};
+                 {POET_TEST_DATA "/random/attention_7__m4.json", 124248, 1.385, COVER_STAGED_WHOLE},
+                 {POET_TEST_DATA "/random/residual_5__m4.json", 145695, 1.017, COVER_STAGED}};
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         poet_instance inst;
         poet_problem p;
@@ -394,7 +398,7 @@ static void staged_cover_certifies(void)
         CHECK(found_at > 0 && poet_simulate(&p, &s, &sim, NULL, NULL) == POET_OK);
         milp_options mo = {true, true, NULL};
         double e = sim.energy_j, bound[3];
-        for (cover_kind c = COVER_AGGREGATE; c <= COVER_STAGED_WHOLE; c++) bound[c] = milp_cover_bound(&p, &mo, c, 60, INFINITY);
+        for (cover_kind c = COVER_AGGREGATE; c <= COVER_STAGED_WHOLE; c++) bound[c] = milp_cover_bound(&p, &mo, c, 60);
         printf("%s: schedule %.9g J; covering bound aggregate %.6f, staged %.6f, staged whole %.6f of it\n",
                cases[k].file, e, bound[0] / e, bound[1] / e, bound[2] / e);
         double b = bound[cases[k].proves];

@@ -1180,6 +1180,28 @@ static int cover_absent(cover *c, int j, int s)
     return *w;
 }
 
+/* A page-in needs a page-out before it, and a page-out needs the tensor in
+ * RAM at the start of a stage; so where a tensor is let go right after the
+ * stage that made it (gap g starts at its producer), its first return is a
+ * recomputation. With f_t ("not in RAM since it was made, through stage t"):
+ *   f_{lo+1} >= d_{lo+1},  f_t >= f_{t-1} - e_t,  in_{t+1} + f_t <= 1.
+ * Without it the bound let the gradient of residual_5 on the m4 at 68% go
+ * across the stage after its producer and still paged it in later. */
+static void cover_first_return(cover *c, int g, const int *e, const int *in)
+{
+    int lo = c->gap_lo[g], hi = c->gap_hi[g], f = -1;
+    if (lo != c->gap_tensor[g] || c->o[lo] < 0) return;
+    for (int t = lo + 1; t < hi; t++) {
+        int prev = f, row = add_row(&c->l, 0, LP_INF);
+        f = add_col(&c->l, 0, 0, 1, false);
+        coef(&c->l, row, f, 1);
+        if (prev < 0) coef(&c->l, row, c->d[g] + t - c->d_from[g], -1);
+        else coef(&c->l, row, prev, -1), coef(&c->l, row, e[t], 1);
+        row = add_row(&c->l, -LP_INF, 1);
+        coef(&c->l, row, in[t + 1], 1), coef(&c->l, row, f, 1);
+    }
+}
+
 /* Staged returns (with remat): gap g's tensor i, let go across stage t and
  * in RAM while node t + 1 runs, came back in between: recomputed in stage
  * t + 1 (e, needing i's inputs there and room for its moment) or paged in
@@ -1226,8 +1248,25 @@ static void cover_staged_returns(cover *c)
             if (t + 1 < hi) coef(&c->l, row, c->d[g] + t + 1 - c->d_from[g], -1);
             coef(&c->l, row, e[t + 1], -1), coef(&c->l, row, in[t + 1], -1);
         }
+        cover_first_return(c, g, e, in);
     }
     free(e), free(in);
+}
+
+/* Gap g's tensor does not fit beside node t and its inputs: it is let go
+ * across t in every schedule. The rows say so only in part where d is
+ * continuous (a third of a tensor let go covers a third of the excess), so
+ * the fixing is stated: d_t = 1, or, before d has a column, a return. On
+ * residual_5 on the m4 at 68% the LP let a third of a gradient go across
+ * the stage where it cannot stay, and paid a third of its paging. */
+static void cover_must_go(cover *c, int g, int t)
+{
+    if (t >= c->d_from[g]) {
+        c->l.lb[c->d[g] + t - c->d_from[g]] = 1;
+        return;
+    }
+    int row = add_row(&c->l, 1, LP_INF);
+    coef(&c->l, row, c->r[g], 1), coef(&c->l, row, c->q[g], 1);
 }
 
 /* One row per stage, scaled by the budget; false where some stage cannot
@@ -1251,11 +1290,25 @@ static bool cover_stages(cover *c)
                 held += m;
                 if (t < c->d_from[g]) coef(&c->l, row, c->r[g], scale * m), coef(&c->l, row, c->q[g], scale * m);
                 else coef(&c->l, row, c->d[g] + t - c->d_from[g], scale * m);
+                if (m > -need) cover_must_go(c, g, t);
             }
-        for (int u = 0; u < t; u++) coef(&c->l, row, after_life_at(c, c->h, u, t), -scale * (double)n[u].bytes);
+        for (int u = 0; u < t; u++) {
+            int h = after_life_at(c, c->h, u, t);
+            coef(&c->l, row, h, -scale * (double)n[u].bytes);
+            if (h >= 0 && (double)n[u].bytes > -need) c->l.ub[h] = 0;
+        }
         c->l.rlb[row] = scale * (need + held) - 1e-6;
     }
     return fits;
+}
+
+/* A recomputation that alone takes longer than the runtime budget leaves
+ * is fixed to none, where the LP relaxation would make a part of it: CBC's
+ * preprocessing, which would find that, is off (cover_solve). */
+static void cover_too_long(cover *c)
+{
+    for (int k = 0; c->runtime >= 0 && k < c->l.nnz; k++)
+        if (c->l.trow[k] == c->runtime && c->l.tval[k] > c->l.rub[c->runtime]) c->l.ub[c->l.tcol[k]] = 0;
 }
 
 /* The covering model, staged where asked; false where some stage cannot
@@ -1265,26 +1318,36 @@ static bool cover_build(cover *c, const milp_options *mo)
     if (!cover_alloc(c)) return false;
     cover_returns(c, mo->remat, mo->paging), cover_let_go(c, mo->remat);
     if (c->staged) cover_staged_returns(c);
+    cover_too_long(c);
     return cover_stages(c) && !c->l.oom;
 }
 
-/* The let-go columns d of every gap, consecutive (cover_let_go makes them
- * so): [*first, *end). */
-static void cover_let_go_cols(const cover *c, int *first, int *end)
+/* Whole let-go and held columns: a tensor is in RAM across a stage or it is
+ * not. Continuous, the staged model lets a tensor go by part, and a rule
+ * that counts let-go columns passes for free (attention_7 on the m4 at 63%
+ * let a softmax go by halves across the stages where a recomputation reads
+ * it: 0.930x the optimum continuous, the optimum whole); and CBC's search,
+ * branching on the returns alone, proved less in the same time (whole, all
+ * 38 proven settings of the random-graph table meet their optimum in 2 s).
+ * cover_let_go makes the let-go columns one consecutive range. */
+static void cover_whole(cover *c)
 {
-    int last = c->n_gaps - 1;
-    *first = *end = 0;
-    if (last >= 0) *first = c->d[0], *end = c->d[last] + c->gap_hi[last] - c->d_from[last];
+    int last = c->n_gaps - 1, first = last >= 0 ? c->d[0] : 0;
+    int end = last >= 0 ? c->d[last] + c->gap_hi[last] - c->d_from[last] : 0;
+    for (int k = first; k < end; k++) c->l.is_int[k] = 1;
+    for (int u = 0; u < c->p->T; u++)
+        for (int t = c->p->last_use[u] + 1; t < c->p->T; t++) {
+            int h = after_life_at(c, c->h, u, t);
+            if (h >= 0) c->l.is_int[h] = 1;
+        }
 }
 
 /* CBC on the covering model: its bound in joules, NAN where not solved in
- * time; *fractional: whether it proved an optimum that lets some tensor go
- * by part. */
-static double cover_solve(cover *c, double seconds, bool *fractional)
+ * time. */
+static double cover_solve(cover *c, double seconds)
 {
     double full = c->p->full_memory_energy_j, bound = NAN;
     csc m;
-    *fractional = false;
     if (seconds <= 0 || !to_csc(&c->l, &m)) return NAN;
     Cbc_Model *cbc = load_cbc(&c->l, &m, c->l.lb, c->l.ub);
     poet_plan_options o = {.threads = 1, .quiet = true, .deterministic = true, .gap = 1e-9};
@@ -1301,32 +1364,21 @@ static double cover_solve(cover *c, double seconds, bool *fractional)
      * out of time; less a margin for its tolerances */
     if (sv.ended && !sv.infeasible && isfinite(sv.bound) && sv.bound >= 0 && sv.bound < 1e30)
         bound = full * (1 + sv.bound) * (1 - 1e-7);
-    int first, end;
-    cover_let_go_cols(c, &first, &end);
-    for (int k = first; sv.optimal && sv.has_x && k < end; k++)
-        *fractional = *fractional || (sv.x[k] > 1e-6 && sv.x[k] < 1 - 1e-6);
     free(sv.x);
     Cbc_deleteModel(cbc);
     csc_free(&m);
     return bound;
 }
 
-double milp_cover_bound(const poet_problem *p, const milp_options *mo, cover_kind kind, double seconds,
-                        double target_j)
+double milp_cover_bound(const poet_problem *p, const milp_options *mo, cover_kind kind, double seconds)
 {
-    double deadline = plan_wall_s() + seconds, bound = NAN;
-    bool staged = kind != COVER_AGGREGATE, fractional = false;
+    double bound = NAN;
+    bool staged = kind != COVER_AGGREGATE;
     if (seconds <= 0 || !(p->full_memory_energy_j > 0) || !p->budget_bytes || (staged && !mo->remat)) return NAN;
     cover c = {.p = p, .staged = staged};
-    if (cover_build(&c, mo) && (!staged || c.l.nnz <= COVER_MAX_NNZ)) bound = cover_solve(&c, seconds, &fractional);
-    if (kind == COVER_STAGED_WHOLE && fractional && !(bound >= target_j)) {
-        /* let-go by halves can pass the rule of a return more (cover_needs):
-         * solve again with whole let-go columns, in the time left */
-        int first, end;
-        cover_let_go_cols(&c, &first, &end);
-        for (int k = first; k < end; k++) c.l.is_int[k] = 1;
-        double whole = cover_solve(&c, deadline - plan_wall_s(), &fractional);
-        if (whole > bound || !isfinite(bound)) bound = whole;
+    if (cover_build(&c, mo) && (!staged || c.l.nnz <= COVER_MAX_NNZ)) {
+        if (kind == COVER_STAGED_WHOLE) cover_whole(&c);
+        bound = cover_solve(&c, seconds);
     }
     cover_free(&c);
     return bound;

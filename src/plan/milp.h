@@ -27,17 +27,15 @@ bool plan_best_baseline(const poet_problem *p, bool paging, bool remat, poet_sch
 double milp_lp_bound(const poet_problem *p, const milp_options *mo, double seconds);
 
 /* The covering models, from the loosest and quickest: aggregate returns;
- * returns placed in stages (remat only); and staged, then, where its proven
- * optimum lets a tensor go by part and stays below target_j, again with
- * whole let-go columns in the time left. */
+ * returns placed in stages (remat only), a tensor let go or held by part;
+ * and staged with whole let-go and held columns. */
 typedef enum cover_kind { COVER_AGGREGATE, COVER_STAGED, COVER_STAGED_WHOLE } cover_kind;
 
 /* A lower bound on the energy of every schedule from a covering model with
  * whole returns (milp.c says why it holds): where the LP relaxation pays for
  * fractions of tensors, this pays for whole ones. NAN where a staged model
  * is too large, or when not solved within seconds. */
-double milp_cover_bound(const poet_problem *p, const milp_options *mo, cover_kind kind, double seconds,
-                        double target_j);
+double milp_cover_bound(const poet_problem *p, const milp_options *mo, cover_kind kind, double seconds);
 
 /* Lowers the energy of the valid schedule s by re-solving the MILP over
  * windows of tensors with the rest of s fixed, for at most seconds or until
