@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The fast planner's two covering bounds alone, against the MILP's proven optima.
+"""The fast planner's three covering bounds alone, against the MILP's proven optima.
 
 Runs build/poet-cover-bound (the aggregate, the staged and the staged-whole
 covering bound, each with the same time) on every setting of bench/random_graphs.py (same
