@@ -274,6 +274,59 @@ static void test_image_checks(void)
     exported_free(&e);
 }
 
+/* An image of mlp_digits trained on half of each layer's input channels
+ * (ratio:0.5), so that it carries channel lists. */
+static bool export_ratio_image(uint8_t **img, size_t *len)
+{
+    poet_graph g;
+    poet_err err = {0};
+    *img = NULL;
+    if (poet_zoo_build("mlp_digits", 8, &g, &err)) return false;
+    if (poet_graph_set_trainable(&g, "ratio:0.5", &err)) {
+        poet_graph_free(&g);
+        return false;
+    }
+    rig r;
+    rig_start(&r, &g, "keep-all", 0, NULL, poet_optimizer_default(POET_OPT_SGD), 3);
+    poet_export_options o = {poet_optimizer_default(POET_OPT_SGD), 3, 2, NULL, NULL};
+    bool ok = r.ok && !poet_export_image(&g, &r.p, &r.plan.schedule, &o, img, len, &err);
+    rig_free(&r);
+    poet_graph_free(&g);
+    return ok;
+}
+
+/* A channel list entry outside the layer's input, however large, is refused
+ * even with the image's CRC made right: the kernels index by it. */
+static void test_channel_list_checks(void)
+{
+    uint8_t *image = NULL, *img;
+    size_t len = 0;
+    CHECK_MSG(export_ratio_image(&image, &len), "export ratio:0.5");
+    if (!image || !(img = aligned_copy(image, len))) {
+        free(image);
+        return;
+    }
+    const img_header *h = (const img_header *)(const void *)img;
+    CHECK_MSG(h->channels_at != 0, "ratio:0.5 image without channel lists");
+    /* the last entry of a list: the ascending order its neighbours must keep holds for any value above them */
+    uint64_t listed = knode_channels_listed((const knode *)(const void *)(img + h->nodes_at), h->n_forward);
+    const uint32_t bad[] = {0x80000000u, 0xffffffffu, 1u << 20};
+    int refused = 0;
+    poet_dev_memory need;
+    poet_err err = {0};
+    for (size_t b = 0; listed && b < sizeof bad / sizeof *bad; b++) {
+        uint32_t *entry = (uint32_t *)(void *)(img + h->channels_at) + (listed - 1), was = *entry;
+        *entry = bad[b];
+        uint32_t crc = (uint32_t)crc32(0L, img, (uInt)(len - 4));
+        memcpy(img + len - 4, &crc, 4); /* little-endian hosts only, as the image is */
+        refused += poet_dev_inspect(img, len, &need, &err) == POET_ERR_PARSE && strstr(err.msg, "its channels");
+        *entry = was;
+    }
+    CHECK_MSG(refused == 3, "%d of 3 channel lists out of range refused", refused);
+    free(img);
+    free(image);
+}
+
 /* ---- storage whose transfers complete only when waited for, newest first ---- */
 
 enum { QUEUE = 64 };
@@ -418,6 +471,7 @@ int main(int argc, char **argv)
     test_math();
     test_conv_chunking(seed);
     test_image_checks();
+    test_channel_list_checks();
     test_late_transfers();
     return check_report();
 }

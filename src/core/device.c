@@ -167,8 +167,8 @@ static const char *select_problem(const knode *nodes, const uint32_t *list, uint
         return "not after the layer it selects for";
     const knode *x = &nodes[layer->inputs[0]];
     if (n->attrs.axis != (conv ? 1 : x->ndim - 1)) return "not the layer's channel axis";
-    for (int32_t j = 0; j < n->attrs.features; j++)
-        if ((int32_t)list[n->attrs.start + j] >= x->dim[n->attrs.axis] ||
+    for (int32_t j = 0; j < n->attrs.features; j++) /* unsigned: an entry of 2^31 or more is no channel either */
+        if (list[n->attrs.start + j] >= (uint32_t)x->dim[n->attrs.axis] ||
             (j && list[n->attrs.start + j] <= list[n->attrs.start + j - 1]))
             return "its channels";
     return NULL;
