@@ -111,10 +111,12 @@ static poet_status build_eval_program(const poet_graph *g, uint64_t train_arena,
         return poet_fail(err, POET_ERR_NOMEM, "out of memory planning inference");
     }
     for (int v = 0; v < F; v++) last[v] = -1;
-    for (int v = 0; v < F; v++)
-        for (int j = 0; j < g->nodes[v].n_inputs; j++) last[g->nodes[v].inputs[j]] = v;
     int logits = g->nodes[g->loss].inputs[0];
     last[logits] = last[g->loss] = F; /* read after the program */
+    /* a reader that inference does not compute (it has no reader itself) keeps nothing alive */
+    for (int u = F - 1; u >= 0; u--)
+        for (int j = 0; last[u] >= 0 && j < g->nodes[u].n_inputs; j++)
+            if (last[g->nodes[u].inputs[j]] < u) last[g->nodes[u].inputs[j]] = u;
     q->n_buffers = q->cap_buffers = F;
     for (int v = 0; v < F; v++) {
         /* what only the backward pass reads (a relu mask, a channel select) inference does not compute */
@@ -133,6 +135,7 @@ static poet_status build_eval_program(const poet_graph *g, uint64_t train_arena,
     }
     free(last);
     poet_status st = poet_program_place(q, err);
+    if (!st) st = poet_program_check_placement(q, err);
     if (!st && q->arena_bytes > train_arena)
         st = poet_fail(err, POET_ERR_UNSUPPORTED,
                        "runtime: inference needs an arena of %llu bytes, more than the schedule's %llu",
