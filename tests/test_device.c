@@ -327,6 +327,71 @@ static void test_channel_list_checks(void)
     free(image);
 }
 
+/* The first compute of the training program whose output buffer can be
+ * moved onto the buffer of its first input, live then: its index, or -1. */
+static long overlap_target(const uint8_t *img, uint32_t *onto)
+{
+    const img_header *h = (const img_header *)(const void *)img;
+    const knode *nodes = (const knode *)(const void *)(img + h->nodes_at);
+    const kinstr *code = (const kinstr *)(const void *)(img + h->train.instr_at);
+    const kbuffer *buf = (const kbuffer *)(const void *)(img + h->train.buffers_at);
+    int32_t *live = malloc(sizeof *live * h->n_nodes);
+    long found = -1;
+    for (uint32_t v = 0; v < h->n_nodes; v++) live[v] = -1;
+    for (uint32_t k = 0; k < h->train.n_instr && found < 0; k++) {
+        const kinstr *in = &code[k];
+        const knode *n = &nodes[in->node];
+        if (in->op == KI_COMPUTE && n->n_inputs && live[n->inputs[0]] >= 0 && buf[in->buffer].bytes &&
+            buf[live[n->inputs[0]]].offset + buf[in->buffer].bytes <= h->train.arena_bytes) {
+            found = (long)k;
+            *onto = (uint32_t)live[n->inputs[0]];
+        }
+        if (in->op == KI_COMPUTE || in->op == KI_PAGEIN) live[in->node] = (int32_t)in->buffer;
+        if (in->op == KI_FREE) live[in->node] = -1;
+    }
+    free(live);
+    return found;
+}
+
+/* A program that writes a node over a tensor in RAM is refused when it runs
+ * (the image's check passes it: only a replay sees it). */
+static void test_overlap_refused(void)
+{
+    exported e;
+    CHECK_MSG(export_graph(&e, 0, "keep-all", 0), "export");
+    uint8_t *img = e.img ? aligned_copy(e.img, e.len) : NULL;
+    uint32_t onto = 0;
+    long k = img ? overlap_target(img, &onto) : -1;
+    CHECK_MSG(k >= 0, "no compute whose output could be moved onto its input");
+    if (k >= 0) {
+        const img_header *h = (const img_header *)(const void *)img;
+        kinstr *in = (kinstr *)(void *)(img + h->train.instr_at) + k;
+        kbuffer *buf = (kbuffer *)(void *)(img + h->train.buffers_at);
+        buf[in->buffer].offset = buf[onto].offset;
+        uint32_t crc = (uint32_t)crc32(0L, img, (uInt)(e.len - 4));
+        memcpy(img + e.len - 4, &crc, 4);
+        poet_dev_memory need;
+        poet_err err = {0};
+        CHECK_MSG(!poet_dev_inspect(img, e.len, &need, &err), "inspect: %s", err.msg);
+        void *mem = aligned_alloc(8, (size_t)(need.total_bytes + 7) / 8 * 8);
+        poet_dev *d = NULL;
+        CHECK(!poet_dev_open(&d, img, e.len, mem, (size_t)need.total_bytes, NULL, NULL, &err));
+        float *x, loss;
+        int32_t *y;
+        int rows, classes;
+        uint64_t per;
+        poet_dev_batch_shape(d, &rows, &per, &classes);
+        poet_dev_batch_buffers(d, &x, &y);
+        memset(x, 0, (size_t)rows * (size_t)per * sizeof *x);
+        memset(y, 0, (size_t)rows * sizeof *y);
+        CHECK_MSG(poet_dev_step(d, x, y, &loss, &err) == POET_ERR_INVALID && strstr(err.msg, "is placed over node"),
+                  "a node written over its input: %s", err.msg);
+        free(mem);
+    }
+    free(img);
+    exported_free(&e);
+}
+
 /* ---- storage whose transfers complete only when waited for, newest first ---- */
 
 enum { QUEUE = 64 };
@@ -472,6 +537,7 @@ int main(int argc, char **argv)
     test_conv_chunking(seed);
     test_image_checks();
     test_channel_list_checks();
+    test_overlap_refused();
     test_late_transfers();
     return check_report();
 }

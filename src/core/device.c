@@ -457,8 +457,27 @@ static poet_status transfer(poet_dev *d, const kbuffer *bufs, const kinstr *in, 
     return POET_OK;
 }
 
+/* The node other than in->node whose live buffer shares bytes with
+ * in->buffer, or -1. The image's check cannot see this (it would have to
+ * replay the program), and a kernel whose output overlaps what it reads, or
+ * a page-in over a live tensor, would compute garbage. */
+static int clash(const poet_dev *d, const kbuffer *bufs, const kinstr *in)
+{
+    const kbuffer *b = &bufs[in->buffer];
+    for (uint32_t u = 0; b->bytes && u < d->h->n_nodes; u++) {
+        if (u == in->node || d->live[u] < 0) continue;
+        const kbuffer *o = &bufs[d->live[u]];
+        if (o->bytes && o->offset < b->offset + b->bytes && b->offset < o->offset + o->bytes) return (int)u;
+    }
+    return -1;
+}
+
 static poet_status run_instr(poet_dev *d, const kbuffer *bufs, const kinstr *in, bool training, poet_err *err)
 {
+    int other = in->op == KI_COMPUTE || in->op == KI_PAGEIN ? clash(d, bufs, in) : -1;
+    if (other >= 0)
+        return poet_fail(err, POET_ERR_INVALID, "device image: node %d is placed over node %d, which is in RAM",
+                         (int)in->node, other);
     switch (in->op) {
     case KI_PAGEOUT:
     case KI_PAGEIN: return transfer(d, bufs, in, err);
