@@ -8,7 +8,8 @@
  *              that reads it (or recomputes a descendant) and finds it gone
  *              recomputes it, with every ancestor that is gone too (chains
  *              of recomputation); held from one backward reader to the next
- *              only if that is within its reach (0, 1, 2, 4 stages or all);
+ *              only if that is within its reach (0, 1, 2, 4 stages or all:
+ *              recomputed once for the backward pass, then held);
  *              a second kind applies the reach between forward readers
  *              too (dropped right after a reader, recomputed for the next),
  *              a third only between backward readers (held from its
@@ -47,6 +48,7 @@ enum {
     FATE_KEEP = 0,
     FATE_HOLD,     /* kept, and past its last reader to its last use by a recomputation */
     FATE_RECOMPUTE,
+    FATE_ONCE = FATE_RECOMPUTE + N_REACH - 1, /* the longest reach: recomputed once for the backward pass, held */
     FATE_RECOMPUTE_FWD = FATE_RECOMPUTE + N_REACH, /* recomputed between forward readers too */
     FATE_RECOMPUTE_BWD = FATE_RECOMPUTE_FWD + N_REACH, /* held to its first backward reader, then by reach */
     FATE_PAGE = FATE_RECOMPUTE_BWD + N_REACH,
@@ -179,6 +181,8 @@ static bool stays(const search *c, int i, int t)
     if (f == FATE_HOLD) return t < c->p->last_use[i] || next_after(uses, c->words, t) < INT_MAX;
     if (t < c->lf[i] && is_fwd(f)) return next_after(c->freaders + (size_t)i * c->words, c->words, t) - t <= reach(f);
     if (t < c->lf[i] || (is_page(f) && t <= i) || (is_bwd(f) && t < c->fb[i])) return true;
+    /* the longest reach recomputes once for the backward pass and holds from there: not kept across the gap */
+    if (f == FATE_ONCE && t == c->lf[i]) return false;
     int next = next_after(uses, c->words, t);
     if (next == INT_MAX) return false;
     if (is_page(f) && t < next_after(uses, c->words, -1)) return false; /* on storage until its first use */
@@ -495,8 +499,10 @@ static uint64_t descend(search *c, double deadline)
     score start_v[N_STARTS], end_v[2 * N_STARTS], none = {.built = false};
     int n = 0, n_ends = 0;
     c->record = none, c->record_at = 0, c->met = false;
-    for (int k = FATE_RECOMPUTE; starts && ends && k <= FATE_PAGE && go_on(c, deadline); k++) {
-        c->enabled = k < FATE_PAGE ? keep | page | 1u << k : sets[0];
+    /* the last descent has every fate but recompute-once: that one's cheap first steps can lead the greedy
+     * shrink where nothing fits (branch_3 of the random graphs on the m4 at 35% fits in that descent alone) */
+    for (int k = FATE_RECOMPUTE; starts && ends && k <= FATE_PAGE + 1 && go_on(c, deadline); k++) {
+        c->enabled = k < FATE_PAGE ? keep | page | 1u << k : k == FATE_PAGE ? sets[0] : sets[0] & ~(1u << FATE_ONCE);
         memset(c->fate, FATE_KEEP, T);
         score v = shrink(c, build(c), deadline);
         note(c, &v);
