@@ -90,7 +90,8 @@ typedef struct poet_dev_stats {
 
 /* Opens the image inside memory (8-byte aligned, at least need.total_bytes).
  * storage may be NULL when the schedule pages nothing; it is borrowed. clock
- * (seconds, monotonic) may be NULL; with it, kernel time is measured. */
+ * (seconds, monotonic) may be NULL; with it, kernel time is measured. An
+ * image whose programs place a tensor over another in RAM is refused here. */
 poet_status poet_dev_open(poet_dev **out, const void *image, size_t image_bytes, void *memory, size_t memory_bytes,
                           const poet_dev_storage *storage, double (*clock)(void), poet_err *err);
 

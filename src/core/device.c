@@ -313,6 +313,8 @@ poet_status poet_dev_inspect(const void *image, size_t image_bytes, poet_dev_mem
     return POET_OK;
 }
 
+static poet_status check_lifetimes(poet_dev *d, const kprogram *pg, poet_err *err);
+
 poet_status poet_dev_open(poet_dev **out, const void *image, size_t image_bytes, void *memory, size_t memory_bytes,
                           const poet_dev_storage *storage, double (*clock)(void), poet_err *err)
 {
@@ -357,6 +359,7 @@ poet_status poet_dev_open(poet_dev **out, const void *image, size_t image_bytes,
     if (d->opt_v) memset(d->opt_v, 0, 4ull * h->n_trained);
     memcpy(d->state, img + h->state_at, 4 * h->n_state);
     d->stats.arena_bytes = h->train.arena_bytes;
+    if ((st = check_lifetimes(d, &h->train, err)) || (st = check_lifetimes(d, &h->eval, err))) return st;
     *out = d;
     return POET_OK;
 }
@@ -458,9 +461,7 @@ static poet_status transfer(poet_dev *d, const kbuffer *bufs, const kinstr *in, 
 }
 
 /* The node other than in->node whose live buffer shares bytes with
- * in->buffer, or -1. The image's check cannot see this (it would have to
- * replay the program), and a kernel whose output overlaps what it reads, or
- * a page-in over a live tensor, would compute garbage. */
+ * in->buffer, or -1. */
 static int clash(const poet_dev *d, const kbuffer *bufs, const kinstr *in)
 {
     const kbuffer *b = &bufs[in->buffer];
@@ -472,12 +473,31 @@ static int clash(const poet_dev *d, const kbuffer *bufs, const kinstr *in)
     return -1;
 }
 
+/* Replays what pg's computes, page-ins and frees keep in RAM (d->live): a
+ * tensor placed over another in RAM would make a kernel read what it
+ * overwrites, or a page-in land on a live tensor. The image's check cannot
+ * see it (inspect has no memory to replay with); lifetimes depend on the
+ * instruction stream alone, so one replay at open covers every step. */
+static poet_status check_lifetimes(poet_dev *d, const kprogram *pg, poet_err *err)
+{
+    const kinstr *code = code_of(d, pg);
+    const kbuffer *bufs = buffers_of(d, pg);
+    for (uint32_t v = 0; v < d->h->n_nodes; v++) d->live[v] = -1;
+    for (uint32_t k = 0; k < pg->n_instr; k++) {
+        const kinstr *in = &code[k];
+        if (in->op == KI_FREE) d->live[in->node] = -1;
+        if (in->op != KI_COMPUTE && in->op != KI_PAGEIN) continue;
+        int other = clash(d, bufs, in);
+        if (other >= 0)
+            return poet_fail(err, POET_ERR_INVALID, "device image: node %d is placed over node %d, which is in RAM",
+                             (int)in->node, other);
+        d->live[in->node] = (int32_t)in->buffer;
+    }
+    return POET_OK;
+}
+
 static poet_status run_instr(poet_dev *d, const kbuffer *bufs, const kinstr *in, bool training, poet_err *err)
 {
-    int other = in->op == KI_COMPUTE || in->op == KI_PAGEIN ? clash(d, bufs, in) : -1;
-    if (other >= 0)
-        return poet_fail(err, POET_ERR_INVALID, "device image: node %d is placed over node %d, which is in RAM",
-                         (int)in->node, other);
     switch (in->op) {
     case KI_PAGEOUT:
     case KI_PAGEIN: return transfer(d, bufs, in, err);
