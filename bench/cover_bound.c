@@ -28,9 +28,9 @@ int main(int argc, char **argv)
     double seconds = argc > 4 ? atof(argv[4]) : 30;
     milp_options mo = {true, true, NULL};
     printf("{");
-    print_j("aggregate_j", milp_cover_bound(&p, &mo, COVER_AGGREGATE, seconds), ", ");
-    print_j("staged_j", milp_cover_bound(&p, &mo, COVER_STAGED, seconds), ", ");
-    print_j("staged_whole_j", milp_cover_bound(&p, &mo, COVER_STAGED_WHOLE, seconds), "}\n");
+    print_j("aggregate_j", milp_cover_bound(&p, &mo, COVER_AGGREGATE, seconds, 0), ", ");
+    print_j("staged_j", milp_cover_bound(&p, &mo, COVER_STAGED, seconds, 0), ", ");
+    print_j("staged_whole_j", milp_cover_bound(&p, &mo, COVER_STAGED_WHOLE, seconds, 0), "}\n");
     poet_problem_free(&p);
     poet_instance_free(&inst);
     return 0;

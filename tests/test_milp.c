@@ -146,7 +146,7 @@ static void fast_certificate_round(unsigned s, int *proven, int *reached, int *c
                       em);
             CHECK_MSG(f.lower_bound_j <= ef * (1 + 1e-12), "seed %u: fast bound above its energy", s);
             *reached += ef <= em * (1 + 1e-6);
-            double cover = milp_cover_bound(&p, &(milp_options){!no_paging, !no_remat, NULL}, COVER_AGGREGATE, 20);
+            double cover = milp_cover_bound(&p, &(milp_options){!no_paging, !no_remat, NULL}, COVER_AGGREGATE, 20, 0);
             CHECK_MSG(!(cover > em * (1 + 1e-9)), "seed %u variant %d: covering bound %.12g above the optimum %.12g", s,
                       variant, cover, em);
             *covers += cover > p.full_memory_energy_j * (1 + 1e-9);
@@ -196,12 +196,22 @@ static void cover_bound_round(unsigned seed, int round, int *proven, int tight[3
         double cover[3];
         ++*proven;
         for (cover_kind k = COVER_AGGREGATE; k <= COVER_STAGED_WHOLE; k++) {
-            cover[k] = milp_cover_bound(&p, &mo, k, 20);
+            cover[k] = milp_cover_bound(&p, &mo, k, 20, 0);
             CHECK_MSG(!(cover[k] > em * (1 + 1e-9)), "seed %u round %d: %s covering bound %.12g above optimum %.12g",
                       seed, round, kinds[k], cover[k], em);
             tight[k] += cover[k] >= em * (1 - 1e-6);
         }
         *above_full += cover[0] > p.full_memory_energy_j * (1 + 1e-9);
+        /* asked for no more than a target: the target where the bound
+         * reaches it, and never above the optimum, even from a target above */
+        for (double ask = 0.999; ask < 1.1; ask += 0.05) {
+            double b = milp_cover_bound(&p, &mo, COVER_STAGED_WHOLE, 20, em * ask);
+            CHECK_MSG(!(b > em * (1 + 1e-9)), "seed %u round %d: bound %.12g asked for %.12g above optimum %.12g",
+                      seed, round, b, em * ask, em);
+            CHECK_MSG(!(cover[2] >= em * ask) || b >= em * ask * (1 - 1e-9),
+                      "seed %u round %d: bound %.12g short of %.12g, which the staged whole bound %.12g reaches",
+                      seed, round, b, em * ask, cover[2]);
+        }
     }
     poet_plan_result_free(&m);
     poet_problem_free(&p);
@@ -408,7 +418,7 @@ static void staged_cover_certifies(void)
         CHECK(found_at > 0 && poet_simulate(&p, &s, &sim, NULL, NULL) == POET_OK);
         milp_options mo = {true, true, NULL};
         double e = sim.energy_j, bound[3];
-        for (cover_kind c = COVER_AGGREGATE; c <= COVER_STAGED_WHOLE; c++) bound[c] = milp_cover_bound(&p, &mo, c, 60);
+        for (cover_kind c = COVER_AGGREGATE; c <= COVER_STAGED_WHOLE; c++) bound[c] = milp_cover_bound(&p, &mo, c, 60, 0);
         printf("%s: schedule %.9g J; covering bound aggregate %.6f, staged %.6f, staged whole %.6f of it\n",
                cases[k].file, e, bound[0] / e, bound[1] / e, bound[2] / e);
         double b = bound[cases[k].proves];

@@ -1343,8 +1343,10 @@ static void cover_whole(cover *c)
 }
 
 /* CBC on the covering model: its bound in joules, NAN where not solved in
- * time. */
-static double cover_solve(cover *c, double seconds)
+ * time. With a target, CBC cuts off every branch whose relaxation reaches
+ * it: no solution left below it then proves the target itself, sooner than
+ * the optimum could be found and proved. */
+static double cover_solve(cover *c, double seconds, double target_j)
 {
     double full = c->p->full_memory_energy_j, bound = NAN;
     csc m;
@@ -1357,6 +1359,8 @@ static double cover_solve(cover *c, double seconds)
      * then prove a wrong one: a bound above a feasible schedule
      * (tests/test_milp.c replays one, 921 against the optimum 868) */
     Cbc_setParameter(cbc, "preprocess", "off");
+    double cutoff = target_j > 0 ? target_j / (1 - 1e-7) / full - 1 : INFINITY; /* less the margin: target_j */
+    if (isfinite(cutoff)) Cbc_setCutoff(cbc, cutoff);
     solved sv;
     solve_apart(&(solve_job){.cbc = cbc, .n_cols = c->l.n_cols, .deadline = plan_wall_s() + 1.25 * seconds + 0.5},
                 &sv);
@@ -1364,13 +1368,16 @@ static double cover_solve(cover *c, double seconds)
      * out of time; less a margin for its tolerances */
     if (sv.ended && !sv.infeasible && isfinite(sv.bound) && sv.bound >= 0 && sv.bound < 1e30)
         bound = full * (1 + sv.bound) * (1 - 1e-7);
+    else if (sv.ended && sv.infeasible && isfinite(cutoff)) /* the model has the schedules: none below */
+        bound = target_j;
     free(sv.x);
     Cbc_deleteModel(cbc);
     csc_free(&m);
     return bound;
 }
 
-double milp_cover_bound(const poet_problem *p, const milp_options *mo, cover_kind kind, double seconds)
+double milp_cover_bound(const poet_problem *p, const milp_options *mo, cover_kind kind, double seconds,
+                        double target_j)
 {
     double bound = NAN;
     bool staged = kind != COVER_AGGREGATE;
@@ -1378,7 +1385,7 @@ double milp_cover_bound(const poet_problem *p, const milp_options *mo, cover_kin
     cover c = {.p = p, .staged = staged};
     if (cover_build(&c, mo) && (!staged || c.l.nnz <= COVER_MAX_NNZ)) {
         if (kind == COVER_STAGED_WHOLE) cover_whole(&c);
-        bound = cover_solve(&c, seconds);
+        bound = cover_solve(&c, seconds, target_j);
     }
     cover_free(&c);
     return bound;

@@ -34,8 +34,11 @@ typedef enum cover_kind { COVER_AGGREGATE, COVER_STAGED, COVER_STAGED_WHOLE } co
 /* A lower bound on the energy of every schedule from a covering model with
  * whole returns (milp.c says why it holds): where the LP relaxation pays for
  * fractions of tensors, this pays for whole ones. NAN where a staged model
- * is too large, or when not solved within seconds. */
-double milp_cover_bound(const poet_problem *p, const milp_options *mo, cover_kind kind, double seconds);
+ * is too large, or when not solved within seconds. Where target_j > 0, a
+ * bound of target_j is all that is asked: the search gives up every branch
+ * that cannot go below it, and the bound may be just target_j. */
+double milp_cover_bound(const poet_problem *p, const milp_options *mo, cover_kind kind, double seconds,
+                        double target_j);
 
 /* Lowers the energy of the valid schedule s by re-solving the MILP over
  * windows of tensors with the rest of s fixed, for at most seconds or until

@@ -163,7 +163,7 @@ static poet_status plan_fast(const poet_problem *p, const poet_plan_options *o, 
     double energy = INFINITY, bound = p->full_memory_energy_j;
     milp_options mo = {paging, remat, NULL};
     progress_report("covering bound", NAN, bound);
-    double cover = milp_cover_bound(p, &mo, COVER_AGGREGATE, 0.1 * limit);
+    double cover = milp_cover_bound(p, &mo, COVER_AGGREGATE, 0.1 * limit, 0);
     if (isfinite(cover) && cover > bound) bound = cover;
     progress_report("baselines", NAN, bound);
     if (plan_best_baseline(p, paging, remat, &cand))
@@ -183,7 +183,7 @@ static poet_status plan_fast(const poet_problem *p, const poet_plan_options *o, 
     r->schedule = best;
     if (energy > bound * enough && remat) {
         progress_report("staged covering bound", energy, NAN);
-        double staged = milp_cover_bound(p, &mo, COVER_STAGED_WHOLE, 0.2 * limit);
+        double staged = milp_cover_bound(p, &mo, COVER_STAGED_WHOLE, 0.2 * limit, energy / enough);
         if (isfinite(staged) && staged > bound) bound = staged;
         progress_report(NULL, NAN, bound);
     }
