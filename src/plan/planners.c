@@ -195,9 +195,12 @@ static poet_status plan_fast(const poet_problem *p, const poet_plan_options *o, 
         progress_report(NULL, NAN, bound);
     }
     poet_sim sim;
-    if (p->T > POLISH_MAX_NODES && energy > bound * enough) {
+    if (energy > bound * enough) {
+        /* small graphs: windows first, quick to find what the fate search
+         * missed; then the whole MILP (polish) with the rest of the time */
+        double left = limit - reserve - (plan_wall_s() - started);
         progress_report("MILP windows", NAN, NAN);
-        if (milp_improve(p, &mo, limit - reserve - (plan_wall_s() - started), bound * enough, &r->schedule,
+        if (milp_improve(p, &mo, p->T > POLISH_MAX_NODES ? left : 0.25 * left, bound * enough, &r->schedule,
                          &r->found_seconds) &&
             !poet_simulate(p, &r->schedule, &sim, NULL, NULL))
             energy = sim.energy_j;
