@@ -1362,8 +1362,7 @@ static double cover_solve(cover *c, double seconds, double target_j)
     /* a bound is all that is asked, never a solution: CBC's heuristics,
      * which look for solutions, took half of a small model's solve (dag_4
      * of the random-graph table) and left bounds no higher on large ones */
-    Cbc_setParameter(cbc, "heuristicsOnOff", "off");
-    Cbc_setParameter(cbc, "feaspump", "off");
+    Cbc_setParameter(cbc, "heuristicsOnOff", "off"); /* the feasibility pump too */
     double cutoff = target_j > 0 ? target_j / (1 - 1e-7) / full - 1 : INFINITY; /* less the margin: target_j */
     if (isfinite(cutoff)) Cbc_setCutoff(cbc, cutoff);
     solved sv;
