@@ -351,6 +351,9 @@ refuse "ONNX: unsupported attribute" "node 'conv' (Conv): auto_pad SAME_UPPER" "
 refuse "ONNX: dangling input" "input 'nowhere' is not computed before it" "$poet" import "$onnx/dangling.onnx"
 refuse "ONNX: cycle" "node 'first' (Add): input 'b' is not computed before it" "$poet" import "$onnx/cycle.onnx"
 refuse "ONNX: shapes" "node 'product' (MatMul): its weights do not fit" "$poet" import "$onnx/shape_mismatch.onnx"
+# a fuzz find: the Add after a MatMul, which the importer fuses into a linear layer, without an output
+refuse "ONNX: a node without output" "node '/self_attn/Add' (Add): no output" \
+    "$poet" import "$data/../fuzz/corpus/onnx-add-without-output.bin"
 head -c 4000 "$onnx/digits_cnn.onnx" >"$tmp/truncated.onnx"
 refuse "ONNX: truncated" "not an ONNX model" "$poet" import "$tmp/truncated.onnx"
 refuse "ONNX: not ONNX" "not an ONNX model" "$poet" import "$data/reference/linear__m4.json"

@@ -826,7 +826,6 @@ static poet_status map_node(importer *im, const Onnx__NodeProto *np, int at)
 {
     if (np->domain && *np->domain && strcmp(np->domain, "ai.onnx") != 0)
         return refuse(im, np, "ops outside the default ONNX domain are not supported");
-    if (np->n_output < 1 || !np->output[0] || !*np->output[0]) return refuse(im, np, "no output");
     if (onnx_is_op(np, "Constant")) return map_constant(im, np);
     if (onnx_is_op(np, "Identity")) return map_identity(im, np, at);
     if (all_known(im, np) || onnx_is_op(np, "Shape")) return fold(im, np);
@@ -936,6 +935,8 @@ static poet_status count_uses(importer *im)
     for (size_t k = 0; k < im->gp->n_node; k++) {
         const Onnx__NodeProto *np = im->gp->node[k];
         if (!np->op_type) return poet_fail(im->err, POET_ERR_PARSE, "node %zu has no op", k);
+        /* before any node is mapped: patterns look ahead at later nodes' outputs */
+        if (np->n_output < 1 || !np->output[0] || !*np->output[0]) return refuse(im, np, "no output");
         for (size_t j = 0; j < np->n_input; j++)
             if (np->input[j] && *np->input[j] && find(im, np->input[j]) < 0 && define(im, np->input[j]) < 0)
                 return im->err->status;
