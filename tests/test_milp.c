@@ -338,7 +338,12 @@ static void fates_fit(const char *file, uint64_t budget, double factor, bool rea
  * attention_1 at 62% and 68%: the optimum recomputes the first layers once
  * for the backward pass and holds them from there to their readers (while
  * the longest reach kept a tensor across the gap, as keep does, the fate
- * search was 5.7% and 1.0% above the optimum). */
+ * search was 5.7% and 1.0% above the optimum).
+ * dag_6 (a72) 8 bytes above its smallest budget, with no runtime to spare:
+ * the optimum pages linear2's output out after its first reader and in
+ * again for its second, a forward reader seven stages on; only the inputs,
+ * which cost nothing, are recomputed (while paged tensors stayed in RAM to
+ * their last forward reader, no descent fit). */
 static void fates_fit_tight_budgets(void)
 {
     fates_fit(POET_TEST_DATA "/random/branch_1__m4.json", 252239, 1.112, false, 5);
@@ -349,6 +354,7 @@ static void fates_fit_tight_budgets(void)
     fates_fit(POET_TEST_DATA "/random/dag_7__m4.json", 6221, 1.438, false, 5);
     fates_fit(POET_TEST_DATA "/random/attention_1__m4.json", 120338, 1.274, true, 5);
     fates_fit(POET_TEST_DATA "/random/attention_1__m4.json", 132122, 1.384, true, 5);
+    fates_fit(POET_TEST_DATA "/random/dag_6__a72.json", 1544, 1.0, true, 5);
 }
 
 /* residual_5 at 68% with 1.7% of runtime to spare: the optimum pages a

@@ -22,7 +22,11 @@
  *              instead of recomputing it);
  *   page or recompute  the same, but a use whose recomputation chain costs
  *              less than the page-in, with room for it in the runtime
- *              budget, recomputes it instead.
+ *              budget, recomputes it instead;
+ *   page across forward gaps  paged as above, but its forward readers are
+ *              uses too: it leaves RAM after any reader, not only after
+ *              the last forward one (a skip connection read again many
+ *              stages on is paged in for that reader).
  * A gradient read by a later backward node may be kept, recomputed or paged.
  * Given the fates, the schedule follows stage by stage and is measured with
  * POET's own accounting (the validator's), so a search over fates is a
@@ -54,7 +58,8 @@ enum {
     FATE_PAGE = FATE_RECOMPUTE_BWD + N_REACH,
     FATE_PAGE_HELD = FATE_PAGE + N_REACH - 1, /* paged in once, held to its last use */
     FATE_PAGE_OR_RECOMPUTE = FATE_PAGE + N_REACH, /* paged, or recomputed for a use where that costs less */
-    N_FATES = FATE_PAGE_OR_RECOMPUTE + N_REACH
+    FATE_PAGE_FWD = FATE_PAGE_OR_RECOMPUTE + N_REACH, /* paged, and in again for forward readers too */
+    N_FATES = FATE_PAGE_FWD + N_REACH
 };
 /* recompute and page fates: held from one use to the next this many stages
  * away at most (the last: to the last use) */
@@ -62,7 +67,9 @@ static const int REACH[N_REACH] = {0, 1, 2, 4, 1 << 30};
 
 static bool is_page(int fate) { return fate >= FATE_PAGE; }
 
-static bool or_recompute(int fate) { return fate >= FATE_PAGE_OR_RECOMPUTE; }
+static bool or_recompute(int fate) { return fate >= FATE_PAGE_OR_RECOMPUTE && fate < FATE_PAGE_FWD; }
+
+static bool is_page_fwd(int fate) { return fate >= FATE_PAGE_FWD; }
 
 static bool is_fwd(int fate) { return fate >= FATE_RECOMPUTE_FWD && fate < FATE_RECOMPUTE_BWD; }
 
@@ -82,7 +89,7 @@ typedef struct search {
     const poet_problem *p;
     bool remat, paging;
     int T, words;
-    unsigned enabled;      /* bit f: fate f may be given */
+    uint64_t enabled;      /* bit f: fate f may be given */
     uint64_t *cap;         /* per stage, the budget it must fit: less than the user's where placement needs more */
     int *lf, *fb;          /* last forward reader (or itself); first backward reader, -1 if none */
     uint64_t *freaders;    /* per tensor, a row of stages: its forward readers */
@@ -96,6 +103,7 @@ typedef struct search {
     uint64_t *res, *next;  /* resident set at the start of this stage and the next */
     uint64_t *seen;        /* scratch: the tensors a chain has reached */
     double *rest_s;        /* per stage t: the compute time of the stages after t */
+    double slack_s;        /* the runtime budget less the compute time of one pass */
     poet_schedule s;       /* the schedule of the current fates */
     score record;          /* the best fates this descent has met, and when it first met them */
     double record_at;
@@ -132,8 +140,12 @@ static bool allowed(const search *c, int i, int fate)
     if (fate == FATE_KEEP) return true;
     if (!(c->enabled >> fate & 1)) return false;
     if (fate == FATE_HOLD) return c->remat && !c->p->inst->nodes[i].is_backward;
+    /* recomputed at least once: not where that alone takes longer than the runtime budget leaves */
+    if (fate >= FATE_RECOMPUTE && fate < FATE_PAGE && c->p->inst->nodes[i].time_s > c->slack_s) return false;
     /* also a tensor only forward nodes read */
     if (is_fwd(fate)) return c->remat && c->fgap[i] && !c->p->inst->nodes[i].is_backward;
+    /* a forward reader on storage's side of the page-out: two stages after it at least */
+    if (is_page_fwd(fate)) return c->paging && c->fgap[i] && c->lf[i] > i + 2 && !c->p->inst->nodes[i].is_backward;
     if (c->fb[i] < 0) return false;
     if (is_page(fate)) return c->paging && can_page(c, i) && (!or_recompute(fate) || c->remat);
     /* kept but for gaps between backward readers: where there are two */
@@ -180,7 +192,12 @@ static bool stays(const search *c, int i, int t)
     const uint64_t *uses = c->uses + (size_t)i * c->words;
     if (f == FATE_HOLD) return t < c->p->last_use[i] || next_after(uses, c->words, t) < INT_MAX;
     if (t < c->lf[i] && is_fwd(f)) return next_after(c->freaders + (size_t)i * c->words, c->words, t) - t <= reach(f);
-    if (t < c->lf[i] || (is_page(f) && t <= i) || (is_bwd(f) && t < c->fb[i])) return true;
+    if (is_page_fwd(f)) {
+        /* out in stage i+1, it can be in again for stage i+3 at the soonest */
+        if (t <= i || (t == i + 1 && bit_get(uses, i + 2))) return true;
+    } else if (t < c->lf[i] || (is_page(f) && t <= i) || (is_bwd(f) && t < c->fb[i])) {
+        return true;
+    }
     /* the longest reach recomputes once for the backward pass and holds from there: not kept across the gap */
     if (f == FATE_ONCE && t == c->lf[i]) return false;
     int next = next_after(uses, c->words, t);
@@ -276,6 +293,9 @@ static score build_pass(search *c)
 static score build(search *c)
 {
     memcpy(c->uses, c->readers, (size_t)c->T * c->words * sizeof(uint64_t));
+    for (int i = 0; i < c->T; i++)
+        for (int w = 0; w < c->words && is_page_fwd(c->fate[i]); w++)
+            c->uses[(size_t)i * c->words + w] |= c->freaders[(size_t)i * c->words + w];
     score v;
     for (int pass = 0; pass < 4; pass++) {
         c->new_use = false;
@@ -422,6 +442,7 @@ static bool search_init(search *c, const poet_problem *p, bool remat, bool pagin
             else bit_set(c->readers + (size_t)i * c->words, r), c->fb[i] = c->fb[i] < 0 ? r : c->fb[i];
         }
     }
+    c->slack_s = p->runtime_budget_s * (1 + 1e-9) - p->full_memory_time_s;
     c->rest_s[p->T - 1] = 0;
     for (int t = p->T - 2; t >= 0; t--) c->rest_s[t] = c->rest_s[t + 1] + p->inst->nodes[t + 1].time_s;
     return true;
@@ -448,7 +469,7 @@ static score kick(search *c, score best, double deadline, uint64_t *rng)
             c->stack[at] = c->stack[--n];
         }
         /* a fate up to the highest enabled: fates enabled later leave the draws without them as they were */
-        int top = 32 - __builtin_clz(c->enabled);
+        int top = 64 - __builtin_clzll(c->enabled);
         int i = (int)(rt_mix64((*rng)++) % (uint64_t)c->T), f = (int)(rt_mix64((*rng)++) % (uint64_t)top);
         if (c->fate[i] == FATE_KEEP && allowed(c, i, f)) c->fate[i] = (unsigned char)f;
         score v = improve(c, shrink(c, build(c), deadline), deadline, false);
@@ -490,10 +511,12 @@ static void keep_start(search *c, const score *v, unsigned char *starts, score *
 static uint64_t descend(search *c, double deadline)
 {
     uint64_t arena = 0, rng = 1;
-    unsigned all = (1u << N_FATES) - 1, page = 1u << FATE_PAGE_HELD, keep = 1u << FATE_KEEP;
+    uint64_t all = ((uint64_t)1 << N_FATES) - 1, page = (uint64_t)1 << FATE_PAGE_HELD, keep = 1u << FATE_KEEP;
     /* the iterated search runs without, then with the fates that page or
-     * recompute by use: where they lead it elsewhere, the first still counts */
-    unsigned by_use = ((1u << N_REACH) - 1) << FATE_PAGE_OR_RECOMPUTE, sets[2] = {all & ~by_use, all};
+     * recompute by use, forward readers included: where they lead it
+     * elsewhere, the first still counts */
+    uint64_t fwd = (uint64_t)((1u << N_REACH) - 1) << FATE_PAGE_FWD;
+    uint64_t by_use = (uint64_t)((1u << N_REACH) - 1) << FATE_PAGE_OR_RECOMPUTE | fwd, sets[2] = {all & ~by_use, all};
     size_t T = (size_t)c->T;
     unsigned char *starts = malloc(N_STARTS * T), *ends = malloc(2 * N_STARTS * T);
     score start_v[N_STARTS], end_v[2 * N_STARTS], none = {.built = false};
@@ -501,11 +524,14 @@ static uint64_t descend(search *c, double deadline)
     c->record = none, c->record_at = 0, c->met = false;
     /* the first descent has every fate but recompute-once: that one's cheap first steps can lead the greedy
      * shrink where nothing fits (branch_3 of the random graphs on the m4 at 35% fits in that descent alone,
-     * which must not be the one the deadline cuts) */
-    for (int k = FATE_RECOMPUTE - 1; starts && ends && k <= FATE_PAGE && go_on(c, deadline); k++) {
-        c->enabled = k < FATE_RECOMPUTE ? sets[0] & ~(1u << FATE_ONCE)
-                     : k < FATE_PAGE    ? keep | page | 1u << k
-                                        : sets[0];
+     * which must not be the one the deadline cuts); the last adds paging
+     * across forward gaps (dag_6 of the random graphs on the a72 at 40% fits
+     * in that descent alone) */
+    for (int k = FATE_RECOMPUTE - 1; starts && ends && k <= FATE_PAGE + 1 && go_on(c, deadline); k++) {
+        c->enabled = k < FATE_RECOMPUTE ? sets[0] & ~((uint64_t)1 << FATE_ONCE)
+                     : k < FATE_PAGE    ? keep | page | (uint64_t)1 << k
+                     : k == FATE_PAGE   ? sets[0]
+                                        : sets[0] | fwd;
         memset(c->fate, FATE_KEEP, T);
         score v = shrink(c, build(c), deadline);
         note(c, &v);
