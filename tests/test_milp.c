@@ -136,6 +136,9 @@ static void fast_certificate_round(unsigned s, int *proven, int *reached, int *c
             CHECK_MSG(!r->schedule.T ? isnan(r->found_seconds)
                                      : r->found_seconds >= 0 && r->found_seconds <= r->solve_seconds,
                       "seed %u variant %d: found at %g s of %g s", s, variant, r->found_seconds, r->solve_seconds);
+        /* a covering model's infeasibility is a proof: never where the MILP has a schedule */
+        CHECK_MSG(f.status != POET_PLAN_INFEASIBLE || !m.schedule.T, "seed %u variant %d: fast says infeasible", s,
+                  variant);
         if (m.status == POET_PLAN_OPTIMAL) {
             ++*proven;
             CHECK_MSG(f.status == POET_PLAN_OPTIMAL || f.status == POET_PLAN_FEASIBLE,
@@ -480,6 +483,26 @@ static void proven_infeasible(void)
     poet_instance_free(&inst);
 }
 
+/* dag_4 of the random graphs on the a72 at 54% with runtime factor 1.251:
+ * the budget would fit without the deadline, and the staged covering model
+ * proves that nothing meets both (fast asked the whole MILP before, 5 s). */
+static void fast_proves_infeasible(void)
+{
+    poet_instance inst;
+    poet_problem p;
+    load(POET_TEST_DATA "/random/dag_4__a72.json", 2165, 1.251, &inst, &p);
+    milp_options mo = {true, true, NULL};
+    CHECK(milp_cover_bound(&p, &mo, COVER_STAGED_WHOLE, 20, 0) == INFINITY);
+    poet_plan_result f = plan("fast", &p, false, false), m = plan("milp", &p, false, false);
+    CHECK_MSG(m.status == POET_PLAN_INFEASIBLE, "milp: %s", poet_plan_status_str(m.status));
+    CHECK_MSG(f.status == POET_PLAN_INFEASIBLE, "fast: %s", poet_plan_status_str(f.status));
+    CHECK_MSG(strstr(f.note, "smallest feasible budget") != NULL, "%s", f.note);
+    CHECK(f.schedule.T == 0 && isnan(f.found_seconds));
+    poet_plan_result_free(&f), poet_plan_result_free(&m);
+    poet_problem_free(&p);
+    poet_instance_free(&inst);
+}
+
 static void writes_mps(void)
 {
     poet_instance inst;
@@ -521,6 +544,7 @@ int main(int argc, char **argv)
     staged_cover_certifies();
     milp_dates_its_schedule();
     proven_infeasible();
+    fast_proves_infeasible();
     writes_mps();
     return check_report();
 }

@@ -1372,8 +1372,8 @@ static double cover_solve(cover *c, double seconds, double target_j)
      * out of time; less a margin for its tolerances */
     if (sv.ended && !sv.infeasible && isfinite(sv.bound) && sv.bound >= 0 && sv.bound < 1e30)
         bound = full * (1 + sv.bound) * (1 - 1e-7);
-    else if (sv.ended && sv.infeasible && isfinite(cutoff)) /* the model has the schedules: none below */
-        bound = target_j;
+    else if (sv.ended && sv.infeasible) /* the model has the schedules: none below the cutoff, or none at all */
+        bound = isfinite(cutoff) ? target_j : INFINITY;
     free(sv.x);
     Cbc_deleteModel(cbc);
     csc_free(&m);
@@ -1442,16 +1442,11 @@ static poet_status fit_placement(const poet_problem *p, const milp_options *mo, 
     return POET_OK;
 }
 
-poet_status milp_plan(const poet_problem *p, const milp_options *mo, const poet_plan_options *o,
-                      poet_plan_result *r, poet_err *err)
+void milp_explain_infeasible(const poet_problem *p, const milp_options *mo, double seconds, poet_plan_result *r)
 {
-    double started = plan_wall_s();
-    poet_status st = solve(p, mo, o, r, err);
-    if (st) return st;
-    if (r->schedule.T) return fit_placement(p, mo, o, started, r, err);
-    if (r->status != POET_PLAN_INFEASIBLE) return POET_OK;
     uint64_t lo, hi;
-    smallest_budget(p, mo, o->time_limit_s > 0 ? o->time_limit_s : 60, &lo, &hi);
+    r->status = POET_PLAN_INFEASIBLE;
+    smallest_budget(p, mo, seconds, &lo, &hi);
     if (hi)
         snprintf(r->note, sizeof r->note,
                  "proven infeasible; the smallest feasible budget lies in [%llu, %llu] bytes",
@@ -1459,6 +1454,16 @@ poet_status milp_plan(const poet_problem *p, const milp_options *mo, const poet_
     else
         snprintf(r->note, sizeof r->note, "proven infeasible; no schedule exists below %llu bytes",
                  (unsigned long long)lo);
+}
+
+poet_status milp_plan(const poet_problem *p, const milp_options *mo, const poet_plan_options *o,
+                      poet_plan_result *r, poet_err *err)
+{
+    double started = plan_wall_s();
+    poet_status st = solve(p, mo, o, r, err);
+    if (st) return st;
+    if (r->schedule.T) return fit_placement(p, mo, o, started, r, err);
+    if (r->status == POET_PLAN_INFEASIBLE) milp_explain_infeasible(p, mo, o->time_limit_s > 0 ? o->time_limit_s : 60, r);
     return POET_OK;
 }
 

@@ -34,11 +34,17 @@ typedef enum cover_kind { COVER_AGGREGATE, COVER_STAGED, COVER_STAGED_WHOLE } co
 /* A lower bound on the energy of every schedule from a covering model with
  * whole returns (milp.c says why it holds): where the LP relaxation pays for
  * fractions of tensors, this pays for whole ones. NAN where a staged model
- * is too large, or when not solved within seconds. Where target_j > 0, a
- * bound of target_j is all that is asked: the search gives up every branch
- * that cannot go below it, and the bound may be just target_j. */
+ * is too large, or when not solved within seconds; INFINITY where the model
+ * has no solution, which proves that no schedule meets both budgets. Where
+ * target_j > 0, a bound of target_j is all that is asked: the search gives
+ * up every branch that cannot go below it, and the bound may be just
+ * target_j. */
 double milp_cover_bound(const poet_problem *p, const milp_options *mo, cover_kind kind, double seconds,
                         double target_j);
+
+/* Marks r infeasible, with a note that says the smallest feasible budget
+ * (or a range for it) found within seconds, for the same runtime budget. */
+void milp_explain_infeasible(const poet_problem *p, const milp_options *mo, double seconds, poet_plan_result *r);
 
 /* Lowers the energy of the valid schedule s by re-solving the MILP over
  * windows of tensors with the rest of s fixed, for at most seconds or until
