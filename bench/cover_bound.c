@@ -4,8 +4,9 @@
  * random-graph table).
  *
  * usage: poet-cover-bound INSTANCE.json BUDGET_BYTES RUNTIME_FACTOR [SECONDS]
- * Prints the bounds in joules (JSON; null where not solved in time, or, for
- * the staged ones, where the model is too large). */
+ * Prints the bounds in joules (JSON; null where not solved in time, where
+ * the model has no solution (no schedule meets both budgets), or, for the
+ * staged ones, where the model is too large). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
