@@ -293,9 +293,10 @@ static score build_pass(search *c)
 static score build(search *c)
 {
     memcpy(c->uses, c->readers, (size_t)c->T * c->words * sizeof(uint64_t));
-    for (int i = 0; i < c->T; i++)
-        for (int w = 0; w < c->words && is_page_fwd(c->fate[i]); w++)
-            c->uses[(size_t)i * c->words + w] |= c->freaders[(size_t)i * c->words + w];
+    for (int i = 0; i < c->T; i++) {
+        if (!is_page_fwd(c->fate[i])) continue;
+        for (int w = 0; w < c->words; w++) c->uses[(size_t)i * c->words + w] |= c->freaders[(size_t)i * c->words + w];
+    }
     score v;
     for (int pass = 0; pass < 4; pass++) {
         c->new_use = false;

@@ -1463,7 +1463,8 @@ poet_status milp_plan(const poet_problem *p, const milp_options *mo, const poet_
     poet_status st = solve(p, mo, o, r, err);
     if (st) return st;
     if (r->schedule.T) return fit_placement(p, mo, o, started, r, err);
-    if (r->status == POET_PLAN_INFEASIBLE) milp_explain_infeasible(p, mo, o->time_limit_s > 0 ? o->time_limit_s : 60, r);
+    if (r->status == POET_PLAN_INFEASIBLE)
+        milp_explain_infeasible(p, mo, o->time_limit_s > 0 ? o->time_limit_s : 60, r);
     return POET_OK;
 }
 
