@@ -3,6 +3,7 @@
 sent, for full updating, DPU, GCPU, RPU and pruning at several k, over seeds.
 
 usage: bench/dpu.py POET [--seeds 5] [--epochs 10] [--jobs 2] [--svg FILE] [--always-send]
+                       [--optimizer sgd|adam] [--lr X]
 
 Runs `poet update --model mlp_digits_wide --json` (10 rounds from 200
 training examples, +100 a round; validation: the last 300 training examples;
@@ -21,9 +22,10 @@ KS = [0.005, 0.01, 0.05]
 COLORS = {"full": "#000000", "dpu": "#d62728", "gcpu": "#1f77b4", "rpu": "#2ca02c", "prune": "#9467bd"}
 
 
-def run(poet, method, k, seed, epochs, always):
+def run(poet, method, k, seed, a):
     cmd = [poet, "update", "--model", "mlp_digits_wide", "--method", method, "--k", str(k), "--seed", str(seed),
-           "--epochs", str(epochs), "--json"] + (["--always-send"] if always else [])
+           "--epochs", str(a.epochs), "--json"] + (["--always-send"] if a.always_send else [])
+    cmd += (["--optimizer", a.optimizer] if a.optimizer else []) + (["--lr", str(a.lr)] if a.lr else [])
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return (method, k, seed), json.loads(out)
 
@@ -68,13 +70,16 @@ def main():
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--svg")
     ap.add_argument("--always-send", action="store_true")
+    ap.add_argument("--optimizer", help="of every phase and method (poet update's default: sgd)")
+    ap.add_argument("--lr", type=float, help="(poet update's default for the optimizer)")
     a = ap.parse_args()
     seeds = list(range(1, a.seeds + 1))
     jobs = [("full", 1.0, s) for s in seeds] + [(m, k, s) for m in METHODS[1:] for k in KS for s in seeds]
     with ThreadPoolExecutor(a.jobs) as ex:
-        results = dict(ex.map(lambda j: run(a.poet, *j, a.epochs, a.always_send), jobs))
+        results = dict(ex.map(lambda j: run(a.poet, *j, a), jobs))
     model_bytes = results[("full", 1.0, 1)]["model_bytes"]
-    print(f"seeds {seeds}, epochs {a.epochs}, always_send {a.always_send}; model {model_bytes:.0f} B\n")
+    print(f"seeds {seeds}, epochs {a.epochs}, always_send {a.always_send}, optimizer {a.optimizer or 'default'}, "
+          f"lr {a.lr or 'default'}; model {model_bytes:.0f} B\n")
     print("| method | k | mean over rounds 2-10 of (acc - FU), points | final test acc | rounds sent | bytes a sent round (% of model) |")
     print("|---|---|---|---|---|---|")
     for m in METHODS:
