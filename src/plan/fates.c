@@ -95,7 +95,8 @@ typedef struct search {
     uint64_t *freaders;    /* per tensor, a row of stages: its forward readers */
     bool *fgap;            /* a forward reader more than one stage after the previous one (or the producer) */
     unsigned char *fate;
-    int *stack, *paged;    /* scratch: a stack; the tensors to page */
+    int *stack;            /* scratch: a stack */
+    uint64_t *concerns;    /* per stage t, a row: the paged tensors paged out in t or used in t+1 */
     uint64_t *readers;     /* per tensor, a row of stages: its backward readers */
     uint64_t *uses;        /* per tensor: its readers and, if paged, the stages whose recomputations read it */
     bool new_use;          /* the last pass of build found a use not in uses */
@@ -238,9 +239,15 @@ static score build_pass(search *c)
     size_t row_bytes = (size_t)c->words * sizeof(uint64_t);
     for (int m = 0; m < POET_N_MATRICES; m++) memset(c->s.m[m], 0, (size_t)c->T * row_bytes);
     memset(c->res, 0, row_bytes);
-    int n_paged = 0;
-    for (int i = 0; i < c->T; i++)
-        if (is_page(c->fate[i])) c->paged[n_paged++] = i;
+    /* a use in t+1 found by this pass is found in stage t+1, after stage t
+     * looked: the rows can be made before the pass */
+    memset(c->concerns, 0, (size_t)c->T * row_bytes);
+    for (int i = 0; i < c->T; i++) {
+        if (!is_page(c->fate[i])) continue;
+        if (i + 1 < c->T) bit_set(c->concerns + (size_t)(i + 1) * c->words, i);
+        FOR_EACH_BIT(c->uses + (size_t)i * c->words, c->words, u)
+        if (u > 0) bit_set(c->concerns + (size_t)(u - 1) * c->words, i);
+    }
     for (int t = 0; t < c->T; t++) {
         uint64_t *R = sched_row_mut(&c->s, POET_R, t);
         memcpy(sched_row_mut(&c->s, POET_SRAM, t), c->res, row_bytes);
@@ -258,8 +265,8 @@ static score build_pass(search *c)
             if (i != t && !c->remat) v.built = false;
         }
         /* page-outs and page-ins of the paged tensors this stage concerns */
-        for (int k = 0; k < n_paged; k++) {
-            int i = c->paged[k];
+        FOR_EACH_BIT(c->concerns + (size_t)t * c->words, c->words, i)
+        {
             if (t == i + 1) bit_set(sched_row_mut(&c->s, POET_MOUT, t), i), v.energy_j += n[i].pageout_j;
             /* in again for its next use, unless it is in RAM */
             bool used_next = t + 1 < c->T && bit_get(c->uses + (size_t)i * c->words, t + 1);
@@ -407,7 +414,7 @@ static score improve(search *c, score cur, double deadline, bool pairs)
 
 static void search_free(search *c)
 {
-    free(c->lf), free(c->fb), free(c->freaders), free(c->fgap), free(c->fate), free(c->stack), free(c->paged);
+    free(c->lf), free(c->fb), free(c->freaders), free(c->fgap), free(c->fate), free(c->stack), free(c->concerns);
     free(c->res), free(c->next), free(c->seen), free(c->rest_s);
     free(c->readers), free(c->uses), free(c->over), free(c->hot), free(c->cap);
     poet_schedule_free(&c->s);
@@ -420,13 +427,14 @@ static bool search_init(search *c, const poet_problem *p, bool remat, bool pagin
     size_t T = (size_t)p->T;
     c->lf = malloc(T * sizeof(int)), c->fb = malloc(T * sizeof(int)), c->fgap = calloc(T, sizeof(bool));
     c->freaders = calloc(T * (size_t)c->words, sizeof(uint64_t));
-    c->fate = calloc(T, 1), c->stack = malloc(T * sizeof(int)), c->paged = malloc(T * sizeof(int));
+    c->fate = calloc(T, 1), c->stack = malloc(T * sizeof(int));
+    c->concerns = malloc(T * (size_t)c->words * sizeof(uint64_t));
     c->readers = calloc(T * (size_t)c->words, sizeof(uint64_t));
     c->uses = malloc(T * (size_t)c->words * sizeof(uint64_t));
     c->over = malloc(T * sizeof(uint64_t)), c->hot = malloc(T * sizeof(uint64_t)), c->cap = malloc(T * sizeof(uint64_t));
     c->res = malloc((size_t)c->words * sizeof(uint64_t)), c->next = malloc((size_t)c->words * sizeof(uint64_t));
     c->seen = malloc((size_t)c->words * sizeof(uint64_t)), c->rest_s = malloc(T * sizeof(double));
-    if (!c->lf || !c->fb || !c->freaders || !c->fgap || !c->fate || !c->stack || !c->paged || !c->readers || !c->uses ||
+    if (!c->lf || !c->fb || !c->freaders || !c->fgap || !c->fate || !c->stack || !c->concerns || !c->readers || !c->uses ||
         !c->res || !c->next || !c->seen || !c->rest_s || !c->over || !c->hot || !c->cap ||
         poet_schedule_init(&c->s, p->T, NULL)) {
         search_free(c);
