@@ -246,7 +246,9 @@ static score build_pass(search *c)
         if (!is_page(c->fate[i])) continue;
         if (i + 1 < c->T) bit_set(c->concerns + (size_t)(i + 1) * c->words, i);
         FOR_EACH_BIT(c->uses + (size_t)i * c->words, c->words, u)
-        if (u > 0) bit_set(c->concerns + (size_t)(u - 1) * c->words, i);
+        {
+            if (u > 0) bit_set(c->concerns + (size_t)(u - 1) * c->words, i);
+        }
     }
     for (int t = 0; t < c->T; t++) {
         uint64_t *R = sched_row_mut(&c->s, POET_R, t);

@@ -93,13 +93,20 @@ static double fast_limit(const poet_plan_options *o) { return o->time_limit_s > 
 /* Seconds of the limit held back for CBC's overruns and the final validation. */
 static double fast_reserve(double limit) { return 0.03 * limit + 0.3; }
 
+/* Seconds of the limit left to a plan started at started, less the reserve. */
+static double time_left(const poet_plan_options *o, double started)
+{
+    double limit = fast_limit(o);
+    return limit - fast_reserve(limit) - (plan_wall_s() - started);
+}
+
 /* On small graphs, the exact MILP started from the schedule found, in the
  * time left less the reserve for CBC's overruns and the final validation:
  * it closes what gap remains, or proves the schedule optimal. */
 static poet_status polish(const poet_problem *p, const poet_plan_options *o, double started, double energy,
                           poet_plan_result *r, poet_err *err)
 {
-    double limit = fast_limit(o), left = limit - fast_reserve(limit) - (plan_wall_s() - started);
+    double left = time_left(o, started);
     if (r->status == POET_PLAN_OPTIMAL || p->T > POLISH_MAX_NODES || left < 1) return POET_OK;
     if (energy <= r->lower_bound_j * (1 + plan_gap(o))) return POET_OK;
     poet_plan_options again = *o;
@@ -153,8 +160,7 @@ static void keep_cheaper(const poet_problem *p, poet_schedule *cand, double at, 
 static poet_status explain_infeasible(const poet_problem *p, const poet_plan_options *o, const milp_options *mo,
                                       double started, poet_plan_result *r)
 {
-    double limit = fast_limit(o);
-    milp_explain_infeasible(p, mo, limit - fast_reserve(limit) - (plan_wall_s() - started), r);
+    milp_explain_infeasible(p, mo, time_left(o, started), r);
     return POET_OK;
 }
 
@@ -164,7 +170,6 @@ static poet_status explain_infeasible(const poet_problem *p, const poet_plan_opt
 static poet_status plan_fast(const poet_problem *p, const poet_plan_options *o, poet_plan_result *r, poet_err *err)
 {
     double started = plan_wall_s(), limit = fast_limit(o);
-    double reserve = fast_reserve(limit);
     /* a schedule within this factor of the bound is good enough */
     double enough = 1 + (plan_gap(o) > OPTIMAL_GAP ? plan_gap(o) : OPTIMAL_GAP);
     bool remat = !o->no_remat, paging = !o->no_paging;
@@ -204,7 +209,7 @@ static poet_status plan_fast(const poet_problem *p, const poet_plan_options *o, 
     }
     if (energy > bound * enough) {
         progress_report("LP bound", energy, NAN);
-        double lp = milp_lp_bound(p, &mo, limit - reserve - (plan_wall_s() - started));
+        double lp = milp_lp_bound(p, &mo, time_left(o, started));
         if (isfinite(lp) && lp > bound) bound = lp;
         else if (!isfinite(lp)) snprintf(r->note, sizeof r->note, "the LP bound was not reached in time");
         progress_report(NULL, NAN, bound);
@@ -213,7 +218,7 @@ static poet_status plan_fast(const poet_problem *p, const poet_plan_options *o, 
     if (energy > bound * enough) {
         /* small graphs: windows first, quick to find what the fate search
          * missed; then the whole MILP (polish) with the rest of the time */
-        double left = limit - reserve - (plan_wall_s() - started);
+        double left = time_left(o, started);
         progress_report("MILP windows", NAN, NAN);
         if (milp_improve(p, &mo, p->T > POLISH_MAX_NODES ? left : 0.25 * left, bound * enough, &r->schedule,
                          &r->found_seconds) &&
