@@ -503,6 +503,32 @@ static void fast_proves_infeasible(void)
     poet_instance_free(&inst);
 }
 
+/* dag_1 on the m4 at 35% has no schedule (the MILP proves it in 28 s) and
+ * neither covering model proves it: fast says so, and from which budget the
+ * fate search finds a schedule; planned there, fast must find one. */
+static void fast_says_which_budget_would_do(void)
+{
+    poet_instance inst;
+    poet_problem p;
+    load(POET_TEST_DATA "/random/dag_1__m4.json", 3259, 1.408, &inst, &p);
+    poet_plan_options o = {.time_limit_s = 6, .quiet = true, .deterministic = true};
+    poet_plan_result r;
+    poet_err err = {0};
+    CHECK_MSG(poet_plan("fast", &p, &o, &r, &err) == POET_OK, "%s", err.msg);
+    CHECK_MSG(r.status == POET_PLAN_UNKNOWN, "fast: %s", poet_plan_status_str(r.status));
+    const char *from = strstr(r.note, "finds one from ");
+    unsigned long long budget = from ? strtoull(from + strlen("finds one from "), NULL, 10) : 0;
+    CHECK_MSG(budget > p.budget_bytes && budget <= p.keep_all_peak_bytes, "note: %s", r.note);
+    poet_plan_result_free(&r);
+    p.budget_bytes = budget;
+    CHECK_MSG(poet_plan("fast", &p, &o, &r, &err) == POET_OK, "%s", err.msg);
+    CHECK_MSG(r.status == POET_PLAN_FEASIBLE || r.status == POET_PLAN_OPTIMAL, "fast at %llu B: %s", budget,
+              poet_plan_status_str(r.status));
+    poet_plan_result_free(&r);
+    poet_problem_free(&p);
+    poet_instance_free(&inst);
+}
+
 static void writes_mps(void)
 {
     poet_instance inst;
@@ -545,6 +571,7 @@ int main(int argc, char **argv)
     milp_dates_its_schedule();
     proven_infeasible();
     fast_proves_infeasible();
+    fast_says_which_budget_would_do();
     writes_mps();
     return check_report();
 }

@@ -164,6 +164,47 @@ static poet_status explain_infeasible(const poet_problem *p, const poet_plan_opt
     return POET_OK;
 }
 
+/* Whether the fate search or a baseline finds a valid schedule within
+ * budget bytes, in the given seconds. */
+static bool found_within(const poet_problem *p, bool remat, bool paging, uint64_t budget, double seconds)
+{
+    poet_problem q = *p;
+    q.budget_bytes = budget;
+    poet_schedule s;
+    double at = 0;
+    bool found = plan_best_baseline(&q, paging, remat, &s);
+    /* any schedule that fits will do: the target is met by the first */
+    if (!found && !fates_plan(&q, remat, paging, seconds, INFINITY, &s, &at, NULL)) found = at > 0;
+    if (!found) return false;
+    found = !poet_schedule_validate(&q, &s, NULL);
+    poet_schedule_free(&s);
+    return found;
+}
+
+/* No schedule was found and none was proven impossible: the note gives the
+ * smallest budget (to a 64th of the way from the one asked for to the
+ * keep-all peak) at which the fate search or a baseline finds one, searched
+ * by bisection in at most a quarter of the limit, so that the user learns
+ * which budget would do (a transformer block imported from ONNX, m4, 50%
+ * of its keep-all peak: nothing found there, a schedule from 50.8%). */
+static void note_found_from(const poet_problem *p, const poet_plan_options *o, double started, poet_plan_result *r)
+{
+    bool remat = !o->no_remat, paging = !o->no_paging;
+    double left = time_left(o, started), quarter = 0.25 * fast_limit(o);
+    double deadline = plan_wall_s() + (left < quarter ? left : quarter);
+    uint64_t lo = p->budget_bytes, hi = p->keep_all_peak_bytes, step = (hi - lo) / 64 + 1;
+    if (hi <= lo || !found_within(p, remat, paging, hi, deadline - plan_wall_s())) return;
+    /* each probe gets a share of the time left: about seven probes remain at the start */
+    for (int probes = 7; hi - lo > step && plan_wall_s() < deadline; probes = probes > 1 ? probes - 1 : 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (found_within(p, remat, paging, mid, (deadline - plan_wall_s()) / probes)) hi = mid;
+        else lo = mid;
+    }
+    size_t n = strlen(r->note);
+    snprintf(r->note + n, sizeof r->note - n, "%sthe fate search finds one from %llu bytes (%.1f%% of the keep-all peak)",
+             n ? "; " : "", (unsigned long long)hi, 100.0 * (double)hi / (double)p->keep_all_peak_bytes);
+}
+
 /* The covering bound; the fate search (until it meets the bound) and the
  * best baseline; the LP bound; then the exact MILP over windows of tensors
  * (large graphs) or over the whole (small ones), while the gap stays open. */
@@ -198,7 +239,9 @@ static poet_status plan_fast(const poet_problem *p, const poet_plan_options *o, 
     if (!isfinite(energy)) {
         r->status = POET_PLAN_UNKNOWN;
         snprintf(r->note, sizeof r->note, "neither the fate search nor a baseline met the budgets");
-        return polish(p, o, started, INFINITY, r, err);
+        st = polish(p, o, started, INFINITY, r, err);
+        if (!st && r->status == POET_PLAN_UNKNOWN) note_found_from(p, o, started, r);
+        return st;
     }
     r->schedule = best;
     if (energy > bound * enough && remat) {
