@@ -138,7 +138,7 @@ static int report_graph(const poet_instance *inst, const poet_instance_stats *s,
         printf("  %-26s %d\n", "edges", s->edges);
         print_bytes("forward activations (sum)", (double)s->forward_activation_bytes);
         print_bytes("keep-all peak", (double)s->keep_all_peak_bytes);
-        print_bytes("smallest feasible budget", (double)s->min_budget_bytes);
+        print_bytes("floor (largest stage)", (double)s->min_budget_bytes);
         printf("  %-26s %.6g J\n", "full-memory energy", s->full_memory_energy_j);
         printf("  %-26s %.6g s\n", "full-memory compute time", s->full_memory_time_s);
         print_bytes("parameters", s->parameter_bytes);
