@@ -14,8 +14,8 @@ static const char SWEEP_HELP[] =
     "                  [--from BYTES|PCT%] [--to BYTES|PCT%] [--points N]\n"
     "                  [--runtime-factor F[,F...]] [--series LIST] [--time-limit S]\n"
     "                  [--train SPEC] [--svg FILE] [--json]\n"
-    "Plans the model at N budgets evenly spaced from --from (default: the smallest\n"
-    "feasible budget) to --to (default 100% of the keep-all peak), for each\n"
+    "Plans the model at N budgets evenly spaced from --from (default: the floor,\n"
+    "the largest stage) to --to (default 100% of the keep-all peak), for each\n"
     "runtime factor (default 1.5), with every series; validates and simulates\n"
     "each schedule, prints energy relative to full-memory training, and draws\n"
     "the frontier (--svg). Series: joint, remat-only, paging-only (the fast\n"
@@ -254,7 +254,7 @@ static int run_sweep(const sweep_args *a, poet_instance *inst)
     if ((a->from && !parse_budget(a->from, p0.keep_all_peak_bytes, &lo)) || (a->to && !parse_budget(a->to, p0.keep_all_peak_bytes, &hi)))
         rc = usage_error(cmd, "--from and --to take bytes or a percentage like 50%", NULL);
     else if (hi < lo)
-        rc = usage_error(cmd, "--to lies below --from (or below the smallest feasible budget)", NULL);
+        rc = usage_error(cmd, "--to lies below --from (or below the floor, the largest stage)", NULL);
     uint64_t *budgets = rc ? NULL : malloc((size_t)n_budgets * sizeof *budgets);
     poet_sweep_point *pts = rc ? NULL : calloc((size_t)(n_budgets * n_series * n_factors), sizeof *pts);
     if (!rc && (!budgets || !pts)) rc = lib_error(&(poet_err){POET_ERR_NOMEM, "out of memory"});

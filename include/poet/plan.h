@@ -31,6 +31,9 @@ typedef struct poet_plan_options {
     /* stop once the certified gap, (energy - lower bound) / lower bound, is
      * at most this; 0: POET_PLAN_DEFAULT_GAP; below 1e-6: prove optimality */
     double gap;
+    /* fast, where it finds nothing and proves nothing: no search for a
+     * budget that would do, for the note (a sweep's points show that) */
+    bool no_budget_note;
 } poet_plan_options;
 
 #define POET_PLAN_DEFAULT_GAP 1e-3

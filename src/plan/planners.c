@@ -242,7 +242,7 @@ static poet_status plan_fast(const poet_problem *p, const poet_plan_options *o, 
         r->status = POET_PLAN_UNKNOWN;
         snprintf(r->note, sizeof r->note, "neither the fate search nor a baseline met the budgets");
         st = polish(p, o, started, INFINITY, r, err);
-        if (!st && r->status == POET_PLAN_UNKNOWN) note_found_from(p, o, started, r);
+        if (!st && r->status == POET_PLAN_UNKNOWN && !o->no_budget_note) note_found_from(p, o, started, r);
         return st;
     }
     r->schedule = best;

@@ -12,6 +12,7 @@ static poet_status sweep_point(const poet_problem *p, const poet_sweep_series *s
     poet_plan_options o = *base;
     o.no_paging = s->no_paging;
     o.no_remat = s->no_remat;
+    o.no_budget_note = true; /* nothing shows a point's note */
     poet_plan_result r;
     poet_status st = poet_plan(s->planner, p, &o, &r, err);
     if (st) return st;
