@@ -203,7 +203,7 @@ static void note_found_from(const poet_problem *p, const poet_plan_options *o, d
     }
     size_t n = strlen(r->note);
     snprintf(r->note + n, sizeof r->note - n,
-             "%sthe fate search finds one from %llu bytes (%.1f%% of the keep-all peak)", n ? "; " : "",
+             "%sthe fate search or a baseline finds one from %llu bytes (%.1f%% of the keep-all peak)", n ? "; " : "",
              (unsigned long long)hi, 100.0 * (double)hi / (double)p->keep_all_peak_bytes);
 }
 
