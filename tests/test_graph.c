@@ -121,6 +121,37 @@ static void test_residual_sum(void)
     poet_graph_free(&g);
 }
 
+/* A tensor read by more than POET_MAX_INPUTS nodes gets its gradient
+ * from a chain of sums, each named after it; the node array grows while
+ * they are emitted, wherever its capacity runs out. torchvision's
+ * regnet_y_400mf crashed there: the name was read from the array realloc
+ * had just moved. libc's printf read it, which AddressSanitizer does not
+ * watch; the sanitizer stage fills freed memory (scripts/test.sh), so that
+ * such a name comes out wrong and this fails. */
+static void test_wide_gradient_sum(void)
+{
+    for (int chain = 0; chain < 1000; chain++) {
+        poet_graph g;
+        poet_err err = {0};
+        CHECK(poet_graph_init(&g, "wide", 1, &err) == POET_OK);
+        poet_attrs in = {.ndim = 2, .dim = {1, 4}}, l4 = {.features = 4};
+        int x = poet_graph_add(&g, POET_OP_INPUT, NULL, 0, &in, "x");
+        x = poet_graph_add(&g, POET_OP_LINEAR, &x, 1, &l4, "l"); /* parameters: a backward pass */
+        for (int k = 0; k < chain; k++) x = poet_graph_add(&g, POET_OP_RELU, &x, 1, NULL, NULL);
+        int wide = poet_graph_add(&g, POET_OP_RELU, &x, 1, NULL, "wide"), sum = -1;
+        for (int k = 0; k < POET_MAX_INPUTS + 2; k++) {
+            int r = poet_graph_add(&g, POET_OP_RELU, &wide, 1, NULL, NULL), ins[2] = {sum, r};
+            sum = sum < 0 ? r : poet_graph_add(&g, POET_OP_ADD, ins, 2, NULL, NULL);
+        }
+        int loss = poet_graph_add(&g, POET_OP_SOFTMAX_CE, &sum, 1, NULL, "loss");
+        CHECK(poet_graph_autodiff(&g, loss, &err) == POET_OK);
+        int sums = 0;
+        for (int v = g.n_forward; v < g.n_nodes; v++) sums += strcmp(g.nodes[v].name, "wide.grad_sum") == 0;
+        CHECK_MSG(sums == 2, "chain %d: %d sums named after 'wide'", chain, sums);
+        poet_graph_free(&g);
+    }
+}
+
 /* Attention: each matmul's backward splits into one node per input and
  * reads the other input; Q, K, V and the residual sum at the block input. */
 static void test_attention_backward(void)
@@ -191,6 +222,7 @@ int main(void)
     test_shapes();
     test_builder_errors();
     test_residual_sum();
+    test_wide_gradient_sum();
     test_attention_backward();
     test_zoo_all_build();
     return check_report();

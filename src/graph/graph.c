@@ -144,7 +144,8 @@ static poet_status push_contrib(grad_lists *l, int tensor, int grad_node, poet_g
     return POET_OK;
 }
 
-static int emit_grad_sum(poet_graph *g, const int *terms, int n_terms, const poet_node *of)
+/* of is an index: append may move the nodes */
+static int emit_grad_sum(poet_graph *g, const int *terms, int n_terms, int of)
 {
     poet_node *n = append(g);
     if (!n) return -1;
@@ -153,7 +154,7 @@ static int emit_grad_sum(poet_graph *g, const int *terms, int n_terms, const poe
     memcpy(n->inputs, terms, (size_t)n_terms * sizeof *terms);
     n->shape = g->nodes[terms[0]].shape;
     n->flops = (double)(n_terms - 1) * (double)poet_shape_numel(&n->shape);
-    snprintf(n->name, sizeof n->name, "%.*s.grad_sum", POET_NAME_BYTES - 10, of->name);
+    snprintf(n->name, sizeof n->name, "%.*s.grad_sum", POET_NAME_BYTES - 10, g->nodes[of].name);
     return finish_node(g, n) ? -1 : g->n_nodes - 1;
 }
 
@@ -164,14 +165,14 @@ static int gradient_of(poet_graph *g, grad_lists *l, int f)
     int terms[POET_MAX_INPUTS], n = 0, acc = -1;
     for (int c = l->head[f]; c >= 0; c = l->next[c]) {
         if (n == POET_MAX_INPUTS) {
-            if ((acc = emit_grad_sum(g, terms, n, &g->nodes[f])) < 0) return -1;
+            if ((acc = emit_grad_sum(g, terms, n, f)) < 0) return -1;
             n = 0;
             terms[n++] = acc;
         }
         terms[n++] = l->node[c];
     }
     if (n == 1) return terms[0];
-    return emit_grad_sum(g, terms, n, &g->nodes[f]);
+    return emit_grad_sum(g, terms, n, f);
 }
 
 /* Of forward node f's input channels, the share its weight gradient reads:
