@@ -348,6 +348,11 @@ ok "the trained model reads back" "$poet" import "$tmp/trained.onnx" --batch 2
 refuse "ONNX: unsupported op" "node 'norm' (LpNormalization): this op is not supported" \
     "$poet" import "$onnx/unsupported_op.onnx"
 refuse "ONNX: unsupported attribute" "node 'conv' (Conv): auto_pad SAME_UPPER" "$poet" import "$onnx/auto_pad.onnx"
+refuse "ONNX: reflecting Pad" "node 'pad' (Pad): only padding with zeros" "$poet" import "$onnx/reflect_pad.onnx"
+refuse "ONNX: Pad before a max pool" "node 'pool' (MaxPool): it reads a zero-padded tensor" \
+    "$poet" import "$onnx/pad_max_pool.onnx"
+refuse "ONNX: 6-d transpose" "node 'shuffle' (Transpose): a transpose of more than 4 dimensions that do not merge" \
+    "$poet" import "$onnx/pixel_shuffle.onnx"
 refuse "ONNX: dangling input" "input 'nowhere' is not computed before it" "$poet" import "$onnx/dangling.onnx"
 refuse "ONNX: cycle" "node 'first' (Add): input 'b' is not computed before it" "$poet" import "$onnx/cycle.onnx"
 refuse "ONNX: shapes" "node 'product' (MatMul): its weights do not fit" "$poet" import "$onnx/shape_mismatch.onnx"

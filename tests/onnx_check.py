@@ -73,6 +73,30 @@ class Tokens(nn.Module):
         return self.head(self.enc(x))
 
 
+class ShuffleDense(nn.Module):
+    """ShuffleNet's channel shuffle (a 5-d Reshape and Transpose), zero
+    padding before a convolution and before average pools (Pad), and
+    DenseNet's concatenation of many inputs (more than poet's 8 a node)."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.ZeroPad2d((1, 0, 2, 1)), nn.Conv2d(1, 8, 3), nn.ReLU())
+        self.group = nn.Conv2d(8, 8, 1, groups=2)
+        self.pool = nn.AvgPool2d(3, 1, padding=1)
+        self.grow = nn.ModuleList(nn.Conv2d(8 + 2 * k, 2, 1) for k in range(10))
+        self.head = nn.Linear(28 * 4 * 3, 10)
+
+    def forward(self, x):
+        x = self.group(self.stem(x))
+        n, c, h, w = x.shape
+        x = self.pool(x.view(n, 2, c // 2, h, w).transpose(1, 2).reshape(n, c, h, w))
+        feats = [x]
+        for conv in self.grow:
+            feats.append(torch.relu(conv(torch.cat(feats, 1))))
+        x = nn.functional.avg_pool2d(torch.cat(feats, 1), 2)
+        return self.head(x.flatten(1))
+
+
 def models():
     return [
         ("digits_mlp", nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10)), (6, 64)),
@@ -85,6 +109,7 @@ def models():
                                               nn.Linear(16, 10)), (4, 1, 8, 8)),
         ("transformer_layer", Tokens(), (3, 5, 16)),
         ("ceil_pool_mean", PoolMean(), (4, 1, 10, 10)),
+        ("shuffle_pad_dense", ShuffleDense(), (4, 1, 8, 8)),
     ]
 
 

@@ -45,7 +45,8 @@ static bool start(rig *r, poet_onnx_model *m, poet_optimizer opt)
     if (poet_device_find("m4", &dev, &err) || poet_instance_from_graph(g, &dev, &r->inst, &err) ||
         poet_problem_init(&r->p, &r->inst, 0, 1e6, &err))
         return fail("graph", &err), false;
-    r->p.budget_bytes = r->p.keep_all_peak_bytes;
+    /* room to place it: the arena's placement can need more than the peak (a DenseNet-like concat chain) */
+    r->p.budget_bytes = 2 * r->p.keep_all_peak_bytes;
     poet_plan_options o = {.threads = 1, .quiet = true, .deterministic = true};
     if (poet_plan("keep-all", &r->p, &o, &r->plan, &err)) return fail("plan", &err), false;
     uint64_t n;

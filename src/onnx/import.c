@@ -82,7 +82,7 @@ static int define(importer *im, const char *name)
     if (!copy) return poet_fail(im->err, POET_ERR_NOMEM, "out of memory reading the ONNX graph"), -1;
     strcpy(copy, name);
     v = im->n_vals++;
-    im->vals[v] = (value){copy, -1, false, {0}, {FROM_NONE, -1, false}};
+    im->vals[v] = (value){copy, -1, false, {0}, {FROM_NONE, -1, false}, {{0}, {0, {0}}}};
     uint32_t k = hash_name(name) & (uint32_t)(im->slots - 1);
     while (im->slot[k] >= 0) k = (k + 1) & (uint32_t)(im->slots - 1);
     im->slot[k] = v;
@@ -113,8 +113,11 @@ static const char *input_name(const Onnx__NodeProto *np, int j)
     return j < (int)np->n_input && np->input[j] && *np->input[j] ? np->input[j] : NULL;
 }
 
-/* Input j as a value, or NULL (absent optional input) after an error when required. */
-static const value *input_value(importer *im, const Onnx__NodeProto *np, int j, bool required)
+static bool padded(const view *w) { return w->pad[0] || w->pad[1] || w->pad[2] || w->pad[3]; }
+
+/* Input j as a value, a view of its node included; NULL (absent optional
+ * input) after an error when required. */
+static const value *viewed_input(importer *im, const Onnx__NodeProto *np, int j, bool required)
 {
     const char *name = input_name(np, j);
     int v = name ? find(im, name) : -1;
@@ -123,6 +126,19 @@ static const value *input_value(importer *im, const Onnx__NodeProto *np, int j, 
         poet_fail(im->err, POET_ERR_PARSE, "node '%s' (%s): input '%s' is not computed before it (dangling, or the "
                   "graph is not in topological order)", onnx_node_label(np), np->op_type, name ? name : "(missing)");
     return v < 0 ? NULL : &im->vals[v];
+}
+
+/* Input j as a value that is its node as it is. */
+static const value *input_value(importer *im, const Onnx__NodeProto *np, int j, bool required)
+{
+    const value *v = viewed_input(im, np, j, required);
+    if (v && padded(&v->view))
+        return onnx_refuse(np, "it reads a zero-padded tensor (a Pad folds only into the Conv or AveragePool that "
+                           "reads it)", im->err), NULL;
+    if (v && v->view.shape.ndim)
+        return onnx_refuse(np, "an input of more than 4 dimensions (poet reads such only through Reshape, "
+                           "Transpose, Squeeze and Unsqueeze)", im->err), NULL;
+    return v;
 }
 
 /* Input j as a poet node (an activation); -1 after an error. */
@@ -244,6 +260,48 @@ static int64_t prod(const int64_t *d, int n)
 
 static const poet_shape *shape_of(const importer *im, int node) { return &im->m->graph.nodes[node].shape; }
 
+/* The shape ONNX gives the value of a node: its node's, or its view's. */
+static onnx_shape value_shape(const importer *im, const value *v)
+{
+    if (v->view.shape.ndim) return v->view.shape;
+    const poet_shape *n = shape_of(im, v->node);
+    onnx_shape s = {n->ndim, {0}};
+    for (int k = 0; k < n->ndim; k++) s.dim[k] = n->dim[k];
+    if (s.ndim == 4) s.dim[2] += v->view.pad[0] + v->view.pad[2], s.dim[3] += v->view.pad[1] + v->view.pad[3];
+    return s;
+}
+
+/* Names output k of np as node v seen through view w. */
+static poet_status name_view(importer *im, const Onnx__NodeProto *np, int k, int v, const view *w)
+{
+    view copy = *w; /* w may lie in im->vals, which naming may move */
+    poet_status st = name_output(im, np, k, v);
+    if (!st) im->vals[find(im, np->output[k])].view = copy;
+    return st;
+}
+
+/* Input j as a node, read in the shape *s ONNX gives it (which may have
+ * more than 4 dimensions); -1 after an error. */
+static int shaped_activation(importer *im, const Onnx__NodeProto *np, int j, onnx_shape *s)
+{
+    const value *v = viewed_input(im, np, j, true);
+    if (v && padded(&v->view)) v = input_value(im, np, j, true); /* refuses it */
+    if (v && v->node < 0) return activation(im, np, j);
+    if (v) *s = value_shape(im, v);
+    return v ? v->node : -1;
+}
+
+/* Input j as a node, and the zero padding (top, left, bottom, right) a Pad
+ * before it leaves to np; -1 after an error. */
+static int padded_activation(importer *im, const Onnx__NodeProto *np, int j, int32_t pad[4])
+{
+    const value *v = viewed_input(im, np, j, true);
+    if (v && v->view.shape.ndim) v = input_value(im, np, j, true); /* refuses it */
+    if (v && v->node < 0) return activation(im, np, j);
+    if (v) memcpy(pad, v->view.pad, sizeof v->view.pad);
+    return v ? v->node : -1;
+}
+
 /* kernel_shape, strides, pads, dilations of a 2-d window. */
 static poet_status window_attrs(importer *im, const Onnx__NodeProto *np, poet_attrs *a, bool pool)
 {
@@ -265,9 +323,16 @@ static poet_status window_attrs(importer *im, const Onnx__NodeProto *np, poet_at
     return POET_OK;
 }
 
+/* Adds the zero padding a Pad before the window left to it. */
+static void add_pads(poet_attrs *a, const int32_t pad[4])
+{
+    a->pt += pad[0], a->pl += pad[1], a->pb += pad[2], a->pr += pad[3];
+}
+
 static poet_status map_conv(importer *im, const Onnx__NodeProto *np)
 {
-    int x = activation(im, np, 0);
+    int32_t pad[4];
+    int x = padded_activation(im, np, 0, pad);
     const value *w = x < 0 ? NULL : known_value(im, np, 1);
     if (!w) return im->err->status;
     const value *b = input_name(np, 2) ? known_value(im, np, 2) : NULL;
@@ -277,6 +342,7 @@ static poet_status map_conv(importer *im, const Onnx__NodeProto *np)
                     .kh = (int32_t)w->t.dims[2], .kw = (int32_t)w->t.dims[3], .flags = b ? 0 : POET_ATTR_NO_BIAS};
     poet_status st = window_attrs(im, np, &a, false);
     if (st) return st;
+    add_pads(&a, pad);
     if (a.kh != w->t.dims[2] || a.kw != w->t.dims[3]) return refuse(im, np, "kernel_shape differs from the weights'");
     int v = add_node(im, POET_OP_CONV2D, &x, 1, &a, np->output[0]);
     if (v < 0) return im->err->status;
@@ -557,21 +623,36 @@ static poet_status map_pool(importer *im, const Onnx__NodeProto *np, bool max)
         return refuse(im, np, "the Indices output is not supported");
     if (max && attr_int(np, "storage_order", 0)) return refuse(im, np, "storage_order 1 is not supported");
     bool count_pad = !max && attr_int(np, "count_include_pad", 0);
-    poet_attrs a = {.flags = count_pad ? POET_ATTR_COUNT_PAD : 0};
+    poet_attrs a = {0};
     poet_status st = window_attrs(im, np, &a, true);
-    int x = st ? -1 : activation(im, np, 0);
+    int32_t pad[4] = {0};
+    int x = st ? -1 : max ? activation(im, np, 0) : padded_activation(im, np, 0, pad);
     if (x < 0) return st ? st : im->err->status;
+    if (pad[0] || pad[1] || pad[2] || pad[3]) {
+        /* the zeros a Pad adds are elements of the input: the mean counts them */
+        if (!count_pad && (a.pt || a.pl || a.pb || a.pr))
+            return refuse(im, np, "a Pad before it while its own pads are not counted (count_include_pad 0)");
+        count_pad = true;
+        add_pads(&a, pad);
+    }
+    a.flags = count_pad ? POET_ATTR_COUNT_PAD : 0;
     if (attr_int(np, "ceil_mode", 0)) {
         if (count_pad) return refuse(im, np, "ceil_mode 1 with count_include_pad 1 is not supported");
         ceil_windows(shape_of(im, x), &a);
     }
-    return map_unary(im, np, max ? POET_OP_MAXPOOL2D : POET_OP_AVGPOOL2D, &a);
+    return emit(im, np, max ? POET_OP_MAXPOOL2D : POET_OP_AVGPOOL2D, &x, 1, &a);
 }
 
-/* Reshape to dims: a node, or nothing when the shape does not change. */
+/* Reshape to dims: a node, nothing when the shape does not change, or a
+ * view of x when it has more than 4 dimensions. */
 static poet_status reshape_to(importer *im, const Onnx__NodeProto *np, int x, const int64_t *dims, int ndim)
 {
-    if (ndim < 1 || ndim > POET_MAX_DIMS) return refuse(im, np, "a result of more than 4 dimensions is not supported");
+    if (ndim < 1) return refuse(im, np, "a result of no dimensions is not supported");
+    if (ndim > POET_MAX_DIMS) {
+        view w = {{0}, {ndim, {0}}};
+        memcpy(w.shape.dim, dims, (size_t)ndim * sizeof *dims);
+        return name_view(im, np, 0, x, &w);
+    }
     const poet_shape *s = shape_of(im, x);
     bool same = s->ndim == ndim;
     for (int k = 0; same && k < ndim; k++) same = s->dim[k] == dims[k];
@@ -583,63 +664,169 @@ static poet_status reshape_to(importer *im, const Onnx__NodeProto *np, int x, co
 
 static poet_status map_reshape(importer *im, const Onnx__NodeProto *np)
 {
-    int x = activation(im, np, 0);
+    onnx_shape s;
+    int x = shaped_activation(im, np, 0, &s);
     const tensor *shape = x < 0 ? NULL : known(im, np, 1, true);
     if (!shape) return im->err->status;
-    const poet_shape *s = shape_of(im, x);
     int64_t dims[TENSOR_MAX_DIMS];
     int nd;
-    poet_status st = reshape_target(np, s->dim, s->ndim, shape, dims, &nd, im->err);
+    poet_status st = reshape_target(np, s.dim, s.ndim, shape, dims, &nd, im->err);
     return st ? st : reshape_to(im, np, x, dims, nd);
 }
 
 static poet_status map_flatten(importer *im, const Onnx__NodeProto *np)
 {
-    int x = activation(im, np, 0);
+    onnx_shape s;
+    int x = shaped_activation(im, np, 0, &s);
     if (x < 0) return im->err->status;
-    const poet_shape *s = shape_of(im, x);
     int64_t axis = attr_int(np, "axis", 1);
-    if (axis < 0) axis += s->ndim;
-    if (axis < 0 || axis > s->ndim) return refuse(im, np, "axis out of range");
-    int64_t dims[2] = {prod(s->dim, (int)axis), prod(s->dim + axis, s->ndim - (int)axis)};
-    if (axis != 1 || s->ndim <= 2) return reshape_to(im, np, x, dims, 2);
+    if (axis < 0) axis += s.ndim;
+    if (axis < 0 || axis > s.ndim) return refuse(im, np, "axis out of range");
+    int64_t dims[2] = {prod(s.dim, (int)axis), prod(s.dim + axis, s.ndim - (int)axis)};
+    if (axis != 1 || s.ndim <= 2 || s.ndim > POET_MAX_DIMS) return reshape_to(im, np, x, dims, 2);
     return emit(im, np, POET_OP_FLATTEN, &x, 1, NULL); /* [N, rest]: poet's own flatten */
 }
 
 /* Squeeze and Unsqueeze of an activation: a reshape. */
 static poet_status map_squeeze(importer *im, const Onnx__NodeProto *np)
 {
-    int x = activation(im, np, 0);
+    onnx_shape s;
+    int x = shaped_activation(im, np, 0, &s);
     if (x < 0) return im->err->status;
     const tensor *axes = input_name(np, 1) ? known(im, np, 1, true) : NULL;
     if (input_name(np, 1) && !axes) return im->err->status;
-    const poet_shape *s = shape_of(im, x);
     int64_t dims[TENSOR_MAX_DIMS];
     int nd;
-    poet_status st = squeeze_dims(np, s->dim, s->ndim, axes, dims, &nd, im->err);
+    poet_status st = squeeze_dims(np, s.dim, s.ndim, axes, dims, &nd, im->err);
     return st ? st : reshape_to(im, np, x, dims, nd);
+}
+
+/* A transpose of more than 4 dimensions, as x in shape s: axes of size 1
+ * go, and axes that stay neighbours, in order, move as one. x is reshaped
+ * to those groups (at most 4 of them) and the groups are transposed; the
+ * result is a view of that in its ONNX shape. */
+static poet_status transpose_merged(importer *im, const Onnx__NodeProto *np, int x, const onnx_shape *s,
+                                    const int32_t *perm)
+{
+    int group_of[TENSOR_MAX_DIMS], first[TENSOR_MAX_DIMS], n_groups = 0, last = -2;
+    for (int k = 0; k < s->ndim; k++) group_of[k] = -1;
+    for (int k = 0; k < s->ndim; k++) { /* groups in output order */
+        int axis = perm[k];
+        if (s->dim[axis] == 1) continue;
+        int prev = axis - 1; /* the nearest input axis before it that is not of size 1 */
+        while (prev >= 0 && s->dim[prev] == 1) prev--;
+        if (prev != last || n_groups == 0) first[n_groups++] = axis;
+        group_of[axis] = n_groups - 1, last = axis;
+    }
+    if (n_groups > POET_MAX_DIMS) return refuse(im, np, "a transpose of more than 4 dimensions that do not merge to 4");
+    int64_t dims[POET_MAX_DIMS];
+    poet_attrs a = {0};
+    int order = 0; /* the groups in input order: input axis order of their first axes */
+    for (int axis = 0; axis < s->ndim; axis++) {
+        int g = group_of[axis];
+        if (g < 0 || first[g] != axis) continue;
+        dims[order] = 1;
+        for (int k = axis; k < s->ndim; k++)
+            if (group_of[k] == g) dims[order] *= s->dim[k];
+        a.perm[g] = order++;
+    }
+    view w = {{0}, {s->ndim, {0}}};
+    for (int k = 0; k < s->ndim; k++) w.shape.dim[k] = s->dim[perm[k]];
+    bool moves = false;
+    for (int k = 0; k < n_groups; k++) moves |= a.perm[k] != k;
+    if (!moves) return name_view(im, np, 0, x, &w); /* the element order stays */
+    poet_attrs r = {.ndim = n_groups};
+    for (int k = 0; k < n_groups; k++) r.dim[k] = (int32_t)dims[k];
+    char name[POET_NAME_BYTES];
+    snprintf(name, sizeof name, "%.*s/merged", POET_NAME_BYTES - 8, np->output[0]);
+    int merged = add_node(im, POET_OP_RESHAPE, &x, 1, &r, name);
+    int v = merged < 0 ? -1 : add_node(im, POET_OP_TRANSPOSE, &merged, 1, &a, np->output[0]);
+    return v < 0 ? im->err->status : name_view(im, np, 0, v, &w);
 }
 
 static poet_status map_transpose(importer *im, const Onnx__NodeProto *np)
 {
-    int x = activation(im, np, 0);
+    onnx_shape s;
+    int x = shaped_activation(im, np, 0, &s);
     if (x < 0) return im->err->status;
-    int r = shape_of(im, x)->ndim, n;
+    int r = s.ndim, n;
     const int64_t *perm = attr_ints(np, "perm", &n);
     if (n >= 0 && n != r) return refuse(im, np, "perm has another length than the input's rank");
+    int32_t p[TENSOR_MAX_DIMS];
+    bool seen[TENSOR_MAX_DIMS] = {false};
+    for (int k = 0; k < r; k++) {
+        p[k] = (int32_t)(n >= 0 ? perm[k] : r - 1 - k);
+        if (p[k] < 0 || p[k] >= r || seen[p[k]]) return refuse(im, np, "perm is not a permutation of its axes");
+        seen[p[k]] = true;
+    }
+    if (r > POET_MAX_DIMS) return transpose_merged(im, np, x, &s, p);
     poet_attrs a = {0};
-    for (int k = 0; k < r; k++) a.perm[k] = (int32_t)(n >= 0 ? perm[k] : r - 1 - k);
+    memcpy(a.perm, p, (size_t)r * sizeof *p);
     return map_unary(im, np, POET_OP_TRANSPOSE, &a);
 }
 
+/* Pad with zeros, of H and W: a view, which the Conv or AveragePool that
+ * reads it takes into its own padding (PyTorch exports AvgPool2d, and
+ * F.pad or nn.ZeroPad2d before a convolution, so). */
+static poet_status map_pad(importer *im, const Onnx__NodeProto *np)
+{
+    const Onnx__AttributeProto *mode = attr_find(np, "mode");
+    bool constant = !mode || !mode->has_s || (mode->s.len == 8 && memcmp(mode->s.data, "constant", 8) == 0);
+    if (input_name(np, 3)) return refuse(im, np, "its axes input is not supported");
+    const value *x = viewed_input(im, np, 0, true);
+    if (!x) return im->err->status;
+    if (x->node < 0) return activation(im, np, 0), im->err->status;
+    int64_t pads[2 * TENSOR_MAX_DIMS];
+    int n;
+    const int64_t *attr = attr_ints(np, "pads", &n); /* below opset 11 */
+    if (n < 0) {
+        const tensor *t = known(im, np, 1, true);
+        if (!t) return im->err->status;
+        n = (int)t->n;
+        for (int k = 0; k < n && k < 2 * TENSOR_MAX_DIMS; k++) pads[k] = tensor_int(t, (uint64_t)k);
+    } else {
+        for (int k = 0; k < n && k < 2 * TENSOR_MAX_DIMS; k++) pads[k] = attr[k];
+    }
+    onnx_shape s = value_shape(im, x);
+    if (n != 2 * s.ndim) return refuse(im, np, "its pads do not have two values per dimension of its input");
+    const tensor *with = input_name(np, 2) ? known(im, np, 2, true) : NULL;
+    if (input_name(np, 2) && !with) return im->err->status;
+    double zero = with && with->n ? tensor_real(with, 0) : attr_float(np, "value", 0.0f);
+    bool any = false, spatial = s.ndim == 4 && !x->view.shape.ndim;
+    for (int k = 0; k < n; k++) {
+        if (pads[k] < 0) return refuse(im, np, "negative pads (cropping) are not supported");
+        if (pads[k] > INT32_MAX / 4) return refuse(im, np, "its pads are too large");
+        any |= pads[k] != 0;
+        spatial &= pads[k] == 0 || k % s.ndim >= 2;
+    }
+    if (!any) return name_view(im, np, 0, x->node, &x->view);
+    if (!constant || zero != 0) return refuse(im, np, "only padding with zeros (mode constant, value 0) is supported");
+    if (!spatial) return refuse(im, np, "only padding of H and W of an [N, C, H, W] tensor is supported");
+    view w = x->view;
+    const int64_t add[4] = {pads[2], pads[3], pads[6], pads[7]}; /* begins of H, W, then ends */
+    for (int k = 0; k < 4; k++) {
+        if (w.pad[k] > INT32_MAX / 2 - add[k]) return refuse(im, np, "its pads are too large");
+        w.pad[k] += (int32_t)add[k];
+    }
+    return name_view(im, np, 0, x->node, &w);
+}
+
+/* A Concat of more than 8 inputs is a chain of concats, each of at most 8
+ * and the next one's first input (DenseNet's blocks concatenate up to 49). */
 static poet_status map_concat(importer *im, const Onnx__NodeProto *np)
 {
-    if (np->n_input > POET_MAX_INPUTS) return refuse(im, np, "more than 8 inputs");
-    int in[POET_MAX_INPUTS];
-    for (int j = 0; j < (int)np->n_input; j++)
-        if ((in[j] = activation(im, np, j)) < 0) return im->err->status;
     poet_attrs a = {.axis = (int32_t)attr_int(np, "axis", 0)};
-    return emit(im, np, POET_OP_CONCAT, in, (int)np->n_input, &a);
+    int in[POET_MAX_INPUTS], have = 0, part = 0;
+    for (int j = 0; j < (int)np->n_input; j++) {
+        if (have == POET_MAX_INPUTS) {
+            char name[POET_NAME_BYTES];
+            snprintf(name, sizeof name, "%.*s/part%d", POET_NAME_BYTES - 16, np->output[0], ++part);
+            if ((in[0] = add_node(im, POET_OP_CONCAT, in, have, &a, name)) < 0) return im->err->status;
+            have = 1;
+        }
+        if ((in[have++] = activation(im, np, j)) < 0) return im->err->status;
+    }
+    return emit(im, np, POET_OP_CONCAT, in, have, &a);
 }
 
 /* One slice node of [start, end) on axis, named as output k. */
@@ -736,9 +923,9 @@ static poet_status map_dropout(importer *im, const Onnx__NodeProto *np)
  * its own (exporters merge equal initializers through Identity). */
 static poet_status map_identity(importer *im, const Onnx__NodeProto *np, int at)
 {
-    const value *x = input_value(im, np, 0, true);
+    const value *x = viewed_input(im, np, 0, true);
     if (!x) return im->err->status;
-    if (x->node >= 0) return name_output(im, np, 0, x->node);
+    if (x->node >= 0) return name_view(im, np, 0, x->node, &x->view);
     tensor copy = {0};
     poet_status st = fold_node(np, &(fold_input){&x->t, NULL}, 1, &copy, im->err);
     if (st) return st;
@@ -762,11 +949,13 @@ static bool all_known(importer *im, const Onnx__NodeProto *np)
 static poet_status fold(importer *im, const Onnx__NodeProto *np)
 {
     fold_input in[16] = {{0}};
+    onnx_shape shapes[16];
     int n = (int)np->n_input < 16 ? (int)np->n_input : 16;
     for (int j = 0; j < n; j++) {
         int v = input_name(np, j) ? find(im, np->input[j]) : -1;
+        if (v >= 0 && im->vals[v].node >= 0) shapes[j] = value_shape(im, &im->vals[v]);
         if (v >= 0) in[j] = (fold_input){im->vals[v].known ? &im->vals[v].t : NULL,
-                                         im->vals[v].node >= 0 ? shape_of(im, im->vals[v].node) : NULL};
+                                         im->vals[v].node >= 0 ? &shapes[j] : NULL};
     }
     tensor t;
     poet_status st = fold_node(np, in, n, &t, im->err);
@@ -853,6 +1042,7 @@ static poet_status map_node(importer *im, const Onnx__NodeProto *np, int at)
     if (onnx_is_op(np, "Reshape")) return map_reshape(im, np);
     if (onnx_is_op(np, "Squeeze") || onnx_is_op(np, "Unsqueeze")) return map_squeeze(im, np);
     if (onnx_is_op(np, "Transpose")) return map_transpose(im, np);
+    if (onnx_is_op(np, "Pad")) return map_pad(im, np);
     if (onnx_is_op(np, "Concat")) return map_concat(im, np);
     if (onnx_is_op(np, "Split")) return map_split(im, np);
     if (onnx_is_op(np, "Slice")) return map_slice(im, np);
@@ -968,6 +1158,8 @@ static poet_status add_loss(importer *im, const poet_onnx_options *o)
     if (v < 0 || im->vals[v].node < 0)
         return poet_fail(im->err, POET_ERR_NOT_FOUND, "the model has no output %s%s%s computed from its input",
                          name ? "'" : "", name ? name : "", name ? "'" : "");
+    if (padded(&im->vals[v].view) || im->vals[v].view.shape.ndim)
+        return poet_fail(im->err, POET_ERR_UNSUPPORTED, "output '%s' is padded or has more than 4 dimensions", name);
     int x = im->vals[v].node;
     poet_shape s = *shape_of(im, x);
     if (s.ndim < 2) return poet_fail(im->err, POET_ERR_UNSUPPORTED, "output '%s' is not [rows, classes]", name);

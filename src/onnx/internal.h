@@ -32,6 +32,20 @@ typedef struct origin {
     bool transposed;  /* the value is that 2-d tensor transposed (a folded Transpose) */
 } origin;
 
+/* An activation's shape as ONNX sees it. */
+typedef struct onnx_shape {
+    int ndim;
+    int64_t dim[TENSOR_MAX_DIMS];
+} onnx_shape;
+/* How a value differs from the poet node that holds it, where poet never
+ * computes the difference: zero padding of H and W that the Conv or
+ * AveragePool reading it takes into its own padding, or a shape of more
+ * than 4 dimensions in the node's element order, which a Transpose merges
+ * back to at most 4 (ShuffleNet's channel shuffle). */
+typedef struct view {
+    int32_t pad[4];   /* top, left, bottom, right */
+    onnx_shape shape; /* ndim > 0: the value's shape */
+} view;
 /* A name of the ONNX graph: a poet node, or a tensor known at import. */
 typedef struct value {
     char *name;
@@ -39,6 +53,7 @@ typedef struct value {
     bool known;     /* t holds the tensor */
     tensor t;
     origin from;
+    view view;      /* of the node; zero: the node as it is */
 } value;
 
 /* An initializer written back from poet's weights or buffers. */
@@ -78,7 +93,7 @@ double tensor_real(const tensor *t, uint64_t k);
  * op it cannot fold. */
 typedef struct fold_input {
     const tensor *t;
-    const poet_shape *shape; /* an activation's shape: only Shape reads it */
+    const onnx_shape *shape; /* an activation's shape: only Shape reads it */
 } fold_input;
 
 poet_status fold_node(const Onnx__NodeProto *np, const fold_input *in, int n_in, tensor *out, poet_err *err);

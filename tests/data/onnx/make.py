@@ -36,6 +36,16 @@ save("shape_mismatch", [helper.make_node("MatMul", ["x", "w"], ["y"], name="prod
 img = helper.make_tensor_value_info("img", TensorProto.FLOAT, ["batch", 1, 8, 8])
 k = helper.make_tensor("k", TensorProto.FLOAT, [2, 1, 3, 3], [0.1] * 18)
 save("auto_pad", [helper.make_node("Conv", ["img", "k"], ["y"], name="conv", auto_pad="SAME_UPPER")], [img], [y], [k])
+# padding poet does not fold: reflecting, and zeros before a max pool (whose own padding is -inf)
+pads = helper.make_tensor("pads", TensorProto.INT64, [8], [0, 0, 1, 1, 0, 0, 1, 1])
+save("reflect_pad", [helper.make_node("Pad", ["img", "pads"], ["y"], name="pad", mode="reflect")], [img], [y], [pads])
+save("pad_max_pool", [helper.make_node("Pad", ["img", "pads"], ["padded"], name="pad"),
+                      helper.make_node("MaxPool", ["padded"], ["y"], name="pool", kernel_shape=[2, 2])], [img], [y], [pads])
+# a pixel shuffle by hand: a 6-d transpose whose axes do not merge to 4
+six = helper.make_tensor("six", TensorProto.INT64, [6], [0, 1, 2, 2, 4, 4])
+save("pixel_shuffle", [helper.make_node("Reshape", ["img", "six"], ["r"], name="split"),
+                       helper.make_node("Transpose", ["r"], ["y"], name="shuffle", perm=[0, 1, 4, 2, 5, 3])],
+     [helper.make_tensor_value_info("img", TensorProto.FLOAT, [2, 4, 4, 4])], [y], [six])
 
 # a digits CNN (batch norm, ReLU, max pool, linear) with random weights
 torch.manual_seed(3)
