@@ -540,19 +540,20 @@ typedef struct solved {
 typedef struct solve_job {
     Cbc_Model *cbc;
     double scale;    /* joules per unit of CBC's objective, for progress; 0: the solve does not report */
-    Clp_Simplex *clp;
+    const poet_problem *lp_of; /* the LP relaxation of this problem's MILP, built where it is solved */
+    const milp_options *mo;
     int n_cols;
     double deadline; /* plan_wall_s() after which the solve is stopped, lost */
 } solve_job;
+
+static void solve_lp(const solve_job *job, solved *out);
 
 static void run_job(const solve_job *job, solved *out, int log)
 {
     memset(out, 0, sizeof *out);
     out->ended = true;
-    if (job->clp) {
-        Clp_initialSolve(job->clp);
-        out->optimal = Clp_isProvenOptimal(job->clp);
-        out->obj = out->bound = Clp_objectiveValue(job->clp);
+    if (job->lp_of) {
+        solve_lp(job, out);
         return;
     }
     quiet_solve(job->cbc, log);
@@ -791,15 +792,17 @@ static void smallest_budget(const poet_problem *p, const milp_options *mo, doubl
     model_free(&m);
 }
 
-double milp_lp_bound(const poet_problem *p, const milp_options *mo, double seconds)
+/* The LP relaxation, built and solved by CLP; its objective in joules.
+ * Run apart: building the model of a graph of a thousand nodes takes
+ * longer than the time left can be (DenseNet-121: 1595 nodes), and only
+ * the child can be stopped then. */
+static void solve_lp(const solve_job *job, solved *out)
 {
-    double deadline = plan_wall_s() + seconds;
     model m;
-    if (seconds <= 0 || model_build(&m, p, mo->paging, mo->remat, false, NULL)) return NAN;
+    if (model_build(&m, job->lp_of, job->mo->paging, job->mo->remat, false, NULL)) return;
     csc c;
-    double bound = NAN;
     /* the limit covers building the model too, and leaves a tenth for what follows */
-    double left = 0.9 * (deadline - plan_wall_s());
+    double left = 0.9 * (job->deadline - plan_wall_s());
     if (left > 0.1 && to_csc(&m.lp, &c)) {
         /* CLP directly: unlike CBC's driver, it stops at its time limit */
         Clp_Simplex *clp = Clp_newModel();
@@ -807,15 +810,22 @@ double milp_lp_bound(const poet_problem *p, const milp_options *mo, double secon
         Clp_loadProblem(clp, m.lp.n_cols, m.lp.n_rows, c.start, c.index, c.value, m.lp.lb, m.lp.ub, m.lp.obj,
                         m.lp.rlb, m.lp.rub);
         Clp_setMaximumSeconds(clp, left);
-        solved sv;
-        solve_apart(&(solve_job){.clp = clp, .deadline = deadline}, &sv);
-        /* a margin for the LP's tolerances, so that the bound stays a bound */
-        if (sv.optimal) bound = sv.obj / m.obj_scale * (1 - 1e-7);
+        Clp_initialSolve(clp);
+        out->optimal = Clp_isProvenOptimal(clp);
+        out->obj = out->bound = Clp_objectiveValue(clp) / m.obj_scale;
         Clp_deleteModel(clp);
         csc_free(&c);
     }
     model_free(&m);
-    return bound;
+}
+
+double milp_lp_bound(const poet_problem *p, const milp_options *mo, double seconds)
+{
+    if (seconds <= 0) return NAN;
+    solved sv;
+    solve_apart(&(solve_job){.lp_of = p, .mo = mo, .deadline = plan_wall_s() + seconds}, &sv);
+    /* a margin for the LP's tolerances, so that the bound stays a bound */
+    return sv.optimal ? sv.obj * (1 - 1e-7) : NAN;
 }
 
 #define COVER_MAX_NNZ 100000 /* a staged covering model larger than this is not solved */
