@@ -304,16 +304,16 @@ static void fast_on_a_large_graph(unsigned seed)
     p.budget_bytes = p.min_budget_bytes + (p.keep_all_peak_bytes - p.min_budget_bytes) / 3;
     poet_schedule sch = {0};
     double found_at = 0;
-    CHECK(fates_plan(&p, true, true, 20, 0, &sch, &found_at, &err) == POET_OK);
+    CHECK(fates_plan(&p, true, true, 10, 0, &sch, &found_at, &err) == POET_OK);
     if (found_at > 0) {
         CHECK_MSG(poet_schedule_validate(&p, &sch, &err) == POET_OK, "%s", err.msg);
         poet_schedule_free(&sch);
     }
-    poet_plan_options o = {.time_limit_s = 20, .quiet = true, .deterministic = true};
+    poet_plan_options o = {.time_limit_s = 10, .quiet = true, .deterministic = true};
     poet_plan_result f, b = plan("portfolio", &p, false, false);
     CHECK_MSG(poet_plan("fast", &p, &o, &f, &err) == POET_OK, "%s", err.msg);
     printf("fate search on %d nodes: %s; fast %.6g J, best baseline %.6g J\n", p.T,
-           found_at > 0 ? "a schedule" : "none in 20 s", energy(&p, &f), energy(&p, &b));
+           found_at > 0 ? "a schedule" : "none in 10 s", energy(&p, &f), energy(&p, &b));
     CHECK(energy(&p, &f) <= energy(&p, &b) * (1 + 1e-12));
     poet_plan_result_free(&f), poet_plan_result_free(&b);
     poet_problem_free(&p);
