@@ -113,7 +113,7 @@ static const char *input_name(const Onnx__NodeProto *np, int j)
     return j < (int)np->n_input && np->input[j] && *np->input[j] ? np->input[j] : NULL;
 }
 
-static bool padded(const view *w) { return w->pad[0] || w->pad[1] || w->pad[2] || w->pad[3]; }
+static bool padded(const int32_t pad[4]) { return pad[0] || pad[1] || pad[2] || pad[3]; }
 
 /* Input j as a value, a view of its node included; NULL (absent optional
  * input) after an error when required. */
@@ -132,7 +132,7 @@ static const value *viewed_input(importer *im, const Onnx__NodeProto *np, int j,
 static const value *input_value(importer *im, const Onnx__NodeProto *np, int j, bool required)
 {
     const value *v = viewed_input(im, np, j, required);
-    if (v && padded(&v->view))
+    if (v && padded(v->view.pad))
         return onnx_refuse(np, "it reads a zero-padded tensor (a Pad folds only into the Conv or AveragePool that "
                            "reads it)", im->err), NULL;
     if (v && v->view.shape.ndim)
@@ -285,7 +285,7 @@ static poet_status name_view(importer *im, const Onnx__NodeProto *np, int k, int
 static int shaped_activation(importer *im, const Onnx__NodeProto *np, int j, onnx_shape *s)
 {
     const value *v = viewed_input(im, np, j, true);
-    if (v && padded(&v->view)) v = input_value(im, np, j, true); /* refuses it */
+    if (v && padded(v->view.pad)) v = input_value(im, np, j, true); /* refuses it */
     if (v && v->node < 0) return activation(im, np, j);
     if (v) *s = value_shape(im, v);
     return v ? v->node : -1;
@@ -628,7 +628,7 @@ static poet_status map_pool(importer *im, const Onnx__NodeProto *np, bool max)
     int32_t pad[4] = {0};
     int x = st ? -1 : max ? activation(im, np, 0) : padded_activation(im, np, 0, pad);
     if (x < 0) return st ? st : im->err->status;
-    if (pad[0] || pad[1] || pad[2] || pad[3]) {
+    if (padded(pad)) {
         /* the zeros a Pad adds are elements of the input: the mean counts them */
         if (!count_pad && (a.pt || a.pl || a.pb || a.pr))
             return refuse(im, np, "a Pad before it while its own pads are not counted (count_include_pad 0)");
@@ -1158,7 +1158,7 @@ static poet_status add_loss(importer *im, const poet_onnx_options *o)
     if (v < 0 || im->vals[v].node < 0)
         return poet_fail(im->err, POET_ERR_NOT_FOUND, "the model has no output %s%s%s computed from its input",
                          name ? "'" : "", name ? name : "", name ? "'" : "");
-    if (padded(&im->vals[v].view) || im->vals[v].view.shape.ndim)
+    if (padded(im->vals[v].view.pad) || im->vals[v].view.shape.ndim)
         return poet_fail(im->err, POET_ERR_UNSUPPORTED, "output '%s' is padded or has more than 4 dimensions", name);
     int x = im->vals[v].node;
     poet_shape s = *shape_of(im, x);

@@ -344,9 +344,11 @@ static bool relieves(const search *c, int i)
     return false;
 }
 
-/* Beyond this many nodes the search takes shortcuts (shrink, descend). */
+/* Beyond this many nodes the search takes shortcuts (shrink, descend, fates_plan). */
 enum { LAZY_NODES = 400 };
 static const double LAZY_SLACK = 0.05;
+
+static bool large(const search *c) { return c->T > LAZY_NODES; }
 
 /* Joules that giving tensor i fate f adds to cur per byte of excess it
  * removes; INFINITY where it removes none or misses the runtime budget. */
@@ -400,7 +402,7 @@ static void measure_changes(search *c, const score *cur, change *h, int *n, doub
 {
     memcpy(c->hot, c->over, (size_t)c->T * sizeof *c->hot);
     /* a graph beyond LAZY_NODES takes seconds to measure: the deadline may come first */
-    for (int i = 0; i < c->T && (c->T <= LAZY_NODES || go_on(c, deadline)); i++) {
+    for (int i = 0; i < c->T && (!large(c) || go_on(c, deadline)); i++) {
         if (!relieves(c, i)) continue;
         for (int f = FATE_RECOMPUTE; f < N_FATES; f++) {
             if (f == c->fate[i] || !allowed(c, i, f)) continue;
@@ -418,17 +420,16 @@ static void measure_changes(search *c, const score *cur, change *h, int *n, doub
  * its rate (lazy greedy: each step removes excess, so every rate drifts up
  * a little, and taking only the strictly best measured everything again);
  * every change again once none is left. */
-
 static score shrink(search *c, score cur, double deadline)
 {
     change *h = malloc((size_t)c->T * N_FATES * sizeof *h);
     int n = 0;
-    bool lazy = c->T > LAZY_NODES;
     while (h && cur.built && cur.excess > 0 && go_on(c, deadline)) {
-        if (!lazy) n = 0;
+        if (!large(c)) n = 0;
         if (n == 0 && (measure_changes(c, &cur, h, &n, deadline), n == 0)) break;
         change best = heap_pop(h, &n);
-        if (lazy && best.f != c->fate[best.i]) {
+        if (best.f == c->fate[best.i]) continue; /* measured before that tensor took it */
+        if (large(c)) {
             best.rate = shrink_rate(c, &cur, best.i, best.f);
             if (!isfinite(best.rate)) continue;
             if (n > 0 && best.rate > h[0].rate + LAZY_SLACK * fabs(h[0].rate)) {
@@ -436,7 +437,6 @@ static score shrink(search *c, score cur, double deadline)
                 continue;
             }
         }
-        if (best.f == c->fate[best.i]) continue;
         c->fate[best.i] = (unsigned char)best.f;
         cur = build(c);
     }
@@ -603,7 +603,7 @@ static uint64_t descend(search *c, double deadline)
      * ONNX: 20 s) and one sweep of single changes is T x fates builds: a
      * schedule that fits but does not place ends the descents, so that the
      * time left goes to the retry with lower caps, a descent again */
-    bool large = c->T > LAZY_NODES, stop = false;
+    bool stop = false;
     unsigned char *starts = malloc(N_STARTS * T), *ends = malloc(2 * N_STARTS * T);
     score start_v[N_STARTS], end_v[2 * N_STARTS], none = {.built = false};
     int n = 0, n_ends = 0;
@@ -622,7 +622,7 @@ static uint64_t descend(search *c, double deadline)
         score v = shrink(c, build(c), deadline);
         note(c, &v);
         /* a large graph's schedule that does not place ends the descents */
-        bool misplaced = large && fits(c, &v) && (build(c), placed_arena_bytes(c->p, &c->s) > c->p->budget_bytes);
+        bool misplaced = large(c) && fits(c, &v) && (build(c), placed_arena_bytes(c->p, &c->s) > c->p->budget_bytes);
         if (fits(c, &v) && !misplaced) v = improve(c, v, deadline, true);
         keep_start(c, &v, starts, start_v, &n);
         if ((stop = misplaced)) break;
@@ -670,9 +670,10 @@ poet_status fates_plan(const poet_problem *p, bool remat, bool paging, double se
      * less by the excess, down to what its node and inputs need, until it
      * fits; beyond LAZY_NODES nodes, where a retry is a long descent again,
      * for 1% less from the start (DenseNet-121's first placed 0.2% over) */
+    uint64_t first_cap = large(&c) ? p->budget_bytes - p->budget_bytes / 100 : p->budget_bytes;
     for (int t = 0; t < c.T; t++) {
-        uint64_t less = p->budget_bytes - p->budget_bytes / 100, floor_t = stage_floor(p, t);
-        c.cap[t] = c.T <= LAZY_NODES || floor_t >= p->budget_bytes ? p->budget_bytes : less > floor_t ? less : floor_t;
+        uint64_t floor_t = stage_floor(p, t); /* never above the budget, never below the floor */
+        c.cap[t] = first_cap > floor_t ? first_cap : floor_t < p->budget_bytes ? floor_t : p->budget_bytes;
     }
     double have_j = INFINITY;
     for (int attempt = 0; attempt < 4 && plan_wall_s() < deadline; attempt++) {
