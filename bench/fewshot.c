@@ -23,9 +23,11 @@
  * half of each convolution's output channels whose weight gradient (the
  * product of the layer's input and its output gradient) is largest.
  *
- * usage: poet-fewshot [TASKS] [SEED] [EPISODES] [SPARSITY] [BUDGET] [ceiling] > report.json
+ * usage: poet-fewshot [TASKS] [SEED] [EPISODES] [SPARSITY] [BUDGET] [ceiling] [fashion-mnist] > report.json
  * (ceiling: also each arm's best over a grid of multipliers chosen on the
- * test classes, an oracle that bounds what any choice of rates gives) */
+ * test classes, an oracle that bounds what any choice of rates gives;
+ * fashion-mnist: the same on Fashion-MNIST with cnn_fashion, 2 epochs of
+ * pre-training, test classes 6-9: shirt, sneaker, bag, ankle boot) */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -35,7 +37,7 @@
 
 #include "../tests/rtutil.h"
 
-enum { WAYS = 4, QUERY = 15, MAX_NODES = 64, INNER_STEPS = 10, META_STEPS = 5 };
+enum { WAYS = 4, QUERY = 15, MAX_NODES = 64, INNER_STEPS = 10, META_STEPS = 5, MASK_BYTES = 1 << 14 };
 
 typedef struct pool {
     int n[10];
@@ -50,6 +52,10 @@ typedef struct task {
 } task;
 
 static uint64_t rng_state;
+/* the data set's model, its floats per example and its pre-training epochs */
+static const char *model_name = "cnn_digits";
+static size_t feat = 64;
+static int pretrain_epochs = 15;
 
 /* SplitMix64 */
 static uint64_t mix64(uint64_t z)
@@ -82,7 +88,7 @@ static void pool_init(pool *p, pool *held, const poet_dataset *d)
 
 static const float *example(const poet_dataset *d, int i)
 {
-    return i < d->n_train ? d->train_x + (size_t)i * 64 : d->test_x + (size_t)(i - d->n_train) * 64;
+    return i < d->n_train ? d->train_x + (size_t)i * feat : d->test_x + (size_t)(i - d->n_train) * feat;
 }
 
 /* WAYS classes from [lo, hi), shots + QUERY distinct examples of each. */
@@ -109,11 +115,11 @@ static void draw(const poet_dataset *d, const pool *p, int lo, int hi, int shots
             } while (again);
         }
         for (int k = 0; k < shots; k++) {
-            memcpy(t->sx + (size_t)(k * WAYS + w) * 64, example(d, pick[k]), 64 * sizeof(float));
+            memcpy(t->sx + (size_t)(k * WAYS + w) * feat, example(d, pick[k]), feat * sizeof(float));
             t->sy[k * WAYS + w] = w;
         }
         for (int k = 0; k < QUERY; k++) {
-            memcpy(t->qx + (size_t)(k * WAYS + w) * 64, example(d, pick[shots + k]), 64 * sizeof(float));
+            memcpy(t->qx + (size_t)(k * WAYS + w) * feat, example(d, pick[shots + k]), feat * sizeof(float));
             t->qy[k * WAYS + w] = w;
         }
     }
@@ -130,7 +136,7 @@ typedef struct tensor {
 } tensor;
 
 typedef struct model {
-    poet_graph g; /* cnn_digits, all+frozen-bn */
+    poet_graph g; /* model_name, all+frozen-bn */
     int n_tensors, head_w, head_b;
     tensor t[2 * MAX_NODES];
     uint64_t n_params;
@@ -271,7 +277,7 @@ static bool arm_start(const model *m, arm *a, int s, int batch, const float *the
     poet_err err = {0};
     if (!write_mask(m, a, path)) return false;
     snprintf(spec, sizeof spec, "mask:%s+frozen-bn+masks", path);
-    bool ok = !poet_zoo_build("cnn_digits", batch, &a->g[s], &err) && !poet_graph_set_trainable(&a->g[s], spec, &err);
+    bool ok = !poet_zoo_build(model_name, batch, &a->g[s], &err) && !poet_graph_set_trainable(&a->g[s], spec, &err);
     unlink(path);
     if (!ok) return fprintf(stderr, "%s: %s\n", a->name, err.msg), false;
     if (!start_planned(&a->r[s], &a->g[s], "fast", true, theta)) return false;
@@ -306,7 +312,7 @@ static int adapt(const model *m, arm *a, int s, poet_engine *query, const float 
     memset(work + m->t[m->head_w].at, 0, (m->t[m->head_w].n + m->t[m->head_b].n) * sizeof(float));
     put_params(e, &a->g[s], m, work);
     static float rates[2 * MAX_NODES];
-    static uint8_t mask[1 << 14];
+    static uint8_t mask[MASK_BYTES]; /* a bit per parameter */
     memset(rates, 0, sizeof rates), memset(mask, 0xff, sizeof mask);
     for (int k = 0; k < m->n_tensors; k++)
         rates[2 * node_like(&a->g[s], &m->g, m->t[k].node) + m->t[k].bias] = (float)a->rate[k];
@@ -350,7 +356,7 @@ static uint64_t peak_of(const model *m, const arm *a, int rows)
     poet_instance_stats st = {0};
     if (!write_mask(m, a, path)) return 0;
     snprintf(spec, sizeof spec, "mask:%s+frozen-bn", path);
-    bool ok = !poet_zoo_build("cnn_digits", rows, &g, &err) && !poet_graph_set_trainable(&g, spec, &err) &&
+    bool ok = !poet_zoo_build(model_name, rows, &g, &err) && !poet_graph_set_trainable(&g, spec, &err) &&
               !poet_device_find("m4", &dev, &err) && !poet_instance_from_graph(&g, &dev, &inst, &err) &&
               !poet_instance_stats_compute(&inst, &st, &err);
     unlink(path);
@@ -391,13 +397,13 @@ typedef struct meta_opts {
 static bool pretrain(const poet_dataset *d, const pool *p, poet_graph *g, rig *r, int epochs)
 {
     poet_err err = {0};
-    if (poet_zoo_build("cnn_digits", 32, g, &err)) return fprintf(stderr, "%s\n", err.msg), false;
+    if (poet_zoo_build(model_name, 32, g, &err)) return fprintf(stderr, "%s\n", err.msg), false;
     rig_start(r, g, "keep-all", 0, NULL, poet_optimizer_default(POET_OPT_SGD), 11);
     if (!r->ok) return false;
-    int n = 0, *all = malloc(2000 * sizeof(int));
+    int n = 0, *all = malloc((size_t)(d->n_train + d->n_test) * sizeof(int));
     for (int c = 0; c < 6; c++)
         for (int i = 0; i < p->n[c]; i++) all[n++] = p->of[c][i];
-    float x[32 * 64];
+    float *x = malloc(32 * feat * sizeof(float));
     int32_t y[32];
     for (int e = 0; e < epochs; e++) {
         for (int i = n - 1; i > 0; i--) {
@@ -406,14 +412,14 @@ static bool pretrain(const poet_dataset *d, const pool *p, poet_graph *g, rig *r
         }
         for (int b = 0; b + 32 <= n; b += 32) {
             for (int k = 0; k < 32; k++) {
-                memcpy(x + k * 64, example(d, all[b + k]), 64 * sizeof(float));
+                memcpy(x + k * feat, example(d, all[b + k]), feat * sizeof(float));
                 y[k] = all[b + k] < d->n_train ? d->train_y[all[b + k]] : d->test_y[all[b + k] - d->n_train];
             }
             double loss;
             if (poet_engine_step(r->e, x, y, &loss, &err)) return fprintf(stderr, "%s\n", err.msg), false;
         }
     }
-    free(all);
+    free(all), free(x);
     return true;
 }
 
@@ -589,29 +595,38 @@ int main(int argc, char **argv)
     meta_opts o = {argc > 3 ? atoi(argv[3]) : 3000, 0.1, 0.01, 0.002, 0.5, 0.5, 0.4};
     if (argc > 4) o.sparsity = atof(argv[4]);
     if (argc > 5) o.budget = atof(argv[5]);
-    bool with_ceiling = argc > 6 && !strcmp(argv[6], "ceiling");
-    if (tasks < 2)
-        return fprintf(stderr, "usage: poet-fewshot [TASKS >= 2] [SEED] [EPISODES] [SPARSITY] [BUDGET] [ceiling]\n"), 2;
+    bool with_ceiling = false, usage = tasks < 2;
+    const char *data = "digits";
+    for (int i = 6; i < argc; i++)
+        if (!strcmp(argv[i], "ceiling")) with_ceiling = true;
+        else if (!strcmp(argv[i], "fashion-mnist")) data = argv[i], model_name = "cnn_fashion", pretrain_epochs = 2;
+        else usage = true;
+    if (usage)
+        return fprintf(stderr, "usage: poet-fewshot [TASKS >= 2] [SEED] [EPISODES] [SPARSITY] [BUDGET] [ceiling] "
+                               "[fashion-mnist]\n"), 2;
     fprintf(stderr, "fewshot: seed %llu, %d test tasks, %d meta-training episodes\n", (unsigned long long)seed, tasks,
             o.episodes);
     rng_state = seed;
     poet_dataset d;
     poet_err err = {0};
-    if (poet_dataset_load("digits", NULL, &d, &err)) return fprintf(stderr, "%s\n", err.msg), 1;
+    if (poet_dataset_load(data, NULL, &d, &err)) return fprintf(stderr, "%s\n", err.msg), 1;
+    feat = (size_t)d.channels * (size_t)d.height * (size_t)d.width;
     pool p, held;
     pool_init(&p, &held, &d);
     for (int c = 0; c < 10; c++)
         if ((c < 6 ? held.n[c] : p.n[c]) < 5 + QUERY)
             return fprintf(stderr, "poet-fewshot: class %d has too few examples for a task\n", c), 1;
-    task t = {0, malloc(WAYS * 5 * 64 * sizeof(float)), malloc(WAYS * QUERY * 64 * sizeof(float)), {0}, {0}};
+    task t = {0, malloc(WAYS * 5 * feat * sizeof(float)), malloc(WAYS * QUERY * feat * sizeof(float)), {0}, {0}};
     rig pre;
     poet_graph pre_g;
-    if (!pretrain(&d, &p, &pre_g, &pre, 15)) return 1;
+    if (!pretrain(&d, &p, &pre_g, &pre, pretrain_epochs)) return 1;
     model m;
     poet_err e2 = {0};
-    if (poet_zoo_build("cnn_digits", WAYS * QUERY, &m.g, &e2) || poet_graph_set_trainable(&m.g, "all+frozen-bn", &e2))
+    if (poet_zoo_build(model_name, WAYS * QUERY, &m.g, &e2) || poet_graph_set_trainable(&m.g, "all+frozen-bn", &e2))
         return fprintf(stderr, "%s\n", e2.msg), 1;
     model_init(&m, &m.g);
+    if (m.n_params > 8 * (uint64_t)MASK_BYTES)
+        return fprintf(stderr, "poet-fewshot: %s has more parameters than the train mask holds\n", model_name), 1;
     float *theta = malloc(m.n_params * sizeof(float)), *work = malloc(m.n_params * sizeof(float));
     get_params(pre.e, &pre_g, &m, theta);
     rig q;
@@ -647,8 +662,9 @@ int main(int argc, char **argv)
         arms[3].rate[k] = head || tk->rows ? o.rate0 : 0;
         arms[4].rate[k] = head ? o.rate0 : meta.rate[k];
     }
-    printf("{\"seed\": %llu, \"tasks\": %d, \"episodes\": %d, \"sparsity\": %g, \"budget\": %g, \"rates\": [",
-           (unsigned long long)seed, tasks, o.episodes, o.sparsity, o.budget);
+    printf("{\"data\": \"%s\", \"model\": \"%s\", \"seed\": %llu, \"tasks\": %d, \"episodes\": %d, "
+           "\"sparsity\": %g, \"budget\": %g, \"rates\": [",
+           data, model_name, (unsigned long long)seed, tasks, o.episodes, o.sparsity, o.budget);
     for (int k = 0; k < m.n_tensors; k++)
         printf("%s{\"node\": \"%s\", \"tensor\": \"%s\", \"rate\": %.5f, \"cost_bytes\": %.0f}", k ? ", " : "",
                m.g.nodes[m.t[k].node].name, m.t[k].bias ? "bias" : "weights", meta.rate[k], m.t[k].cost);

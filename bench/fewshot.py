@@ -3,7 +3,8 @@
 the memory-accuracy figure and table.
 
 usage: bench/fewshot.py POET_FEWSHOT [--tasks 500] [--seed 2026] [--episodes 3000]
-                        [--sparsity 0.5] [--budget 0.4] [--ceiling] [--svg FILE] [--json FILE | --save FILE]
+                        [--sparsity 0.5] [--budget 0.4] [--ceiling] [--data digits|fashion-mnist]
+                        [--svg FILE] [--json FILE | --save FILE]
 
 Runs build/poet-fewshot (bench/fewshot.c): pre-training on classes 0-5,
 p-Meta-style meta-training, then 4-way 1-shot and 5-shot tasks from the
@@ -17,6 +18,7 @@ classes over a grid of rate multipliers (the classifier's and the rest's)
 chosen on those classes: an oracle that bounds what any choice of rates
 could give, never used to choose."""
 import argparse
+import math
 import report_io
 
 COLORS = ["#000000", "#1f77b4", "#2ca02c", "#9467bd", "#d62728"]
@@ -26,20 +28,23 @@ def svg(report, path):
     """Accuracy (5-shot and 1-shot panels) against memory: the keep-all peak
     (open marker) and the planned POET arena (filled), each arm one colour."""
     W, H, L, T = 360, 260, 60, 30
-    arms = report["arms"]
+    arms, data = report["arms"], report.get("data", "digits")
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * W + 220}" height="{H + 70}" '
            'font-family="sans-serif" font-size="11">']
-    for panel, (shot, lo, hi) in enumerate([("5shot", 80, 95), ("1shot", 70, 85)]):
+    for panel, shot in enumerate(["5shot", "1shot"]):
+        # the accuracy axis: whole 5-point steps around every arm's interval
+        lo = 5 * math.floor(min(a["acc_" + shot] - a["ci_" + shot] for a in arms) / 5)
+        hi = 5 * math.ceil(max(a["acc_" + shot] + a["ci_" + shot] for a in arms) / 5)
         x0 = panel * W + L
         xmax = max(a["keep_all_" + shot] for a in arms) * 1.1 / 1024
         xs = lambda b: x0 + (W - L - 20) * (b / 1024) / xmax
         ys = lambda acc: T + H * (hi - acc) / (hi - lo)
-        out.append(f'<text x="{x0 + 80}" y="18">4-way {shot[0]}-shot, digits 6-9</text>')
+        out.append(f'<text x="{x0 + 80}" y="18">4-way {shot[0]}-shot, {data} 6-9</text>')
         out.append(f'<rect x="{x0}" y="{T}" width="{W - L - 20}" height="{H}" fill="none" stroke="#888"/>')
         for t in range(lo, hi + 1, 5):
             out.append(f'<text x="{x0 - 28}" y="{ys(t) + 4:.1f}">{t}%</text>')
             out.append(f'<line x1="{x0}" x2="{x0 + W - L - 20}" y1="{ys(t):.1f}" y2="{ys(t):.1f}" stroke="#eee"/>')
-        step = 50 if xmax > 150 else 10
+        step = next(k for k in (10, 50, 100, 500, 1000, 5000) if xmax / k <= 8)
         for kib in range(0, int(xmax) + 1, step):
             out.append(f'<text x="{xs(kib * 1024) - 8:.1f}" y="{T + H + 14}">{kib}</text>')
         out.append(f'<text x="{x0 + 60}" y="{T + H + 30}">peak activation memory (KiB), batch {4 * (5 if shot == "5shot" else 1)}</text>')
@@ -60,7 +65,7 @@ def svg(report, path):
 
 
 def table(r):
-    print(f"seed {r['seed']}, {r['tasks']} test tasks per setting, {r['episodes']} meta-training episodes, "
+    print(f"{r.get('data', 'digits')} ({r.get('model', 'cnn_digits')}), seed {r['seed']}, {r['tasks']} test tasks per setting, {r['episodes']} meta-training episodes, "
           f"sparsity {r['sparsity']}, memory budget {r.get('budget', 1)} of full adaptation's keep-all peak\n")
     print("| arm | rate x | 1-shot accuracy (%) | 5-shot accuracy (%) | keep-all peak (B) | POET arena (B) "
           "| high-water (B) | persistent (B) | energy of a step under POET (mJ) |")
@@ -106,9 +111,12 @@ def main():
     ap.add_argument("--sparsity", type=float, default=0.5)
     ap.add_argument("--budget", type=float, default=0.4, help="of full adaptation's keep-all peak, for the p-Meta-style arm")
     ap.add_argument("--ceiling", action="store_true", help="also the oracle ceiling of each arm (about twice the time)")
+    ap.add_argument("--data", default="digits", choices=["digits", "fashion-mnist"],
+                    help="fashion-mnist: cnn_fashion on Fashion-MNIST, test classes 6-9")
     report_io.add_options(ap)
     a = ap.parse_args()
-    report = report_io.run_or_load(a, [a.fewshot, a.tasks, a.seed, a.episodes, a.sparsity, a.budget] + (["ceiling"] if a.ceiling else []))
+    report = report_io.run_or_load(a, [a.fewshot, a.tasks, a.seed, a.episodes, a.sparsity, a.budget] + (["ceiling"] if a.ceiling else []) + (
+        [a.data] if a.data != "digits" else []))
     table(report)
     if a.svg:
         svg(report, a.svg)
