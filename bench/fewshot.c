@@ -531,6 +531,13 @@ static double accuracy(const poet_dataset *d, const pool *p, const model *m, arm
  * unseen classes (full adaptation 34.6%). */
 static const double SCALES[] = {0.1, 0.3, 1, 3};
 
+/* The arm's rates: base times head for the classifier's tensors, times
+ * body for the rest. */
+static void scale_rates(const model *m, arm *a, const double *base, double head, double body)
+{
+    for (int k = 0; k < m->n_tensors; k++) a->rate[k] = (k == m->head_w || k == m->head_b ? head : body) * base[k];
+}
+
 static double select_scale(const poet_dataset *d, const pool *p, const model *m, arm *a, poet_engine *query,
                            const float *theta, int tasks, uint64_t seed, task *t, float *work)
 {
@@ -540,7 +547,7 @@ static double select_scale(const poet_dataset *d, const pool *p, const model *m,
     double acc[N_SCALES], se = 0;
     a->val_lo = 1;
     for (int i = 0; i < N_SCALES; i++) {
-        for (int k = 0; k < m->n_tensors; k++) a->rate[k] = SCALES[i] * base[k];
+        scale_rates(m, a, base, SCALES[i], SCALES[i]);
         acc[i] = accuracy(d, p, m, a, 1, query, theta, tasks, ~seed, 0, 6, t, work, &sd);
         if (acc[i] > best) best = acc[i], se = sd / sqrt((double)tasks);
         a->val_lo = fmin(a->val_lo, acc[i]);
@@ -548,7 +555,7 @@ static double select_scale(const poet_dataset *d, const pool *p, const model *m,
     for (int i = N_SCALES - 1; i >= 0; i--) /* SCALES ascend */
         if (acc[i] >= best - se) best_scale = SCALES[i];
     a->val_hi = best;
-    for (int k = 0; k < m->n_tensors; k++) a->rate[k] = best_scale * base[k];
+    scale_rates(m, a, base, best_scale, best_scale);
     return best_scale;
 }
 
@@ -567,8 +574,7 @@ static void ceiling(const poet_dataset *d, const pool *p, const model *m, arm *a
         a->ceiling[s] = -1;
         for (size_t h = 0; h < sizeof HEAD / sizeof *HEAD; h++)
             for (size_t b = 0; b < sizeof BODY / sizeof *BODY; b++) {
-                for (int k = 0; k < m->n_tensors; k++)
-                    a->rate[k] = (k == m->head_w || k == m->head_b ? HEAD[h] : BODY[b]) * base[k];
+                scale_rates(m, a, base, HEAD[h], BODY[b]);
                 double acc = 100 * accuracy(d, p, m, a, s, query, theta, tasks, seed * 31 + 7, 6, 10, t, work, &sd);
                 if (acc > a->ceiling[s]) a->ceiling[s] = acc, a->ceiling_head[s] = HEAD[h], a->ceiling_body[s] = BODY[b];
             }
@@ -669,13 +675,14 @@ int main(int argc, char **argv)
         printf("%s{\"node\": \"%s\", \"tensor\": \"%s\", \"rate\": %.5f, \"cost_bytes\": %.0f}", k ? ", " : "",
                m.g.nodes[m.t[k].node].name, m.t[k].bias ? "bias" : "weights", meta.rate[k], m.t[k].cost);
     printf("], \"arms\": [\n");
+    int side_tasks = tasks / 5 > 2 ? tasks / 5 : 2; /* of the selection and the ceiling, per setting */
     for (int a = 0; a < 5; a++) {
         if (!arm_start(&m, &arms[a], 0, WAYS * 1, theta, pre.e, &pre_g) ||
             !arm_start(&m, &arms[a], 1, WAYS * 5, theta, pre.e, &pre_g))
             return 1;
-        double scale = select_scale(&d, &held, &m, &arms[a], q.e, theta, tasks / 5 > 2 ? tasks / 5 : 2, seed, &t, work);
+        double scale = select_scale(&d, &held, &m, &arms[a], q.e, theta, side_tasks, seed, &t, work);
         evaluate(&d, &p, &m, &arms[a], q.e, theta, tasks, seed, &t, work);
-        if (with_ceiling) ceiling(&d, &p, &m, &arms[a], q.e, theta, tasks / 5 > 2 ? tasks / 5 : 2, seed, &t, work);
+        if (with_ceiling) ceiling(&d, &p, &m, &arms[a], q.e, theta, side_tasks, seed, &t, work);
         const arm *x = &arms[a];
         printf("%s{\"arm\": \"%s\", \"rate_scale\": %g, \"acc_1shot\": %.3f, \"ci_1shot\": %.3f, \"acc_5shot\": %.3f, \"ci_5shot\": %.3f, "
                "\"keep_all_1shot\": %llu, \"planned_1shot\": %llu, \"high_water_1shot\": %llu, "
