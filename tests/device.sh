@@ -92,6 +92,15 @@ fi
     --runtime-factor 1.2 --steps 2 --seed 7 --time-limit 3 --json >"$tmp/onnx.json" 2>"$tmp/onnx.err"
 check "a model from ONNX trains on the device to the host's bits" \
     "$([ -s "$tmp/onnx.json" ] && [ "$(field "$tmp/onnx.json" bit_identical)" = true ] && echo 0 || echo 1)" "$(head -c 300 "$tmp/onnx.err")"
+# a vision transformer from ONNX: a class token concatenated and a position
+# embedding added, both trained; at 60% its schedule pages, at 70% it recomputes
+for b in 60 70; do
+    "$poet" emulate --onnx "$(dirname "$0")/data/onnx/digits_vit.onnx" --data digits --batch 4 --budget $b% \
+        --runtime-factor 1.2 --steps 2 --seed 7 --time-limit 3 --json >"$tmp/vit$b.json" 2>"$tmp/vit$b.err"
+    what=$([ $b = 60 ] && echo paged_bytes || echo recomputations)
+    check "a vision transformer from ONNX at $b%: on the device to the host's bits, $what > 0" \
+        "$([ -s "$tmp/vit$b.json" ] && [ "$(field "$tmp/vit$b.json" bit_identical)" = true ] && [ "$(field "$tmp/vit$b.json" $what)" -gt 0 ] && echo 0 || echo 1)" "$(head -c 300 "$tmp/vit$b.err")"
+done
 
 # a model that does not fit is refused before QEMU starts, with the bytes needed and there
 "$poet" emulate "${common[@]}" --budget 100% --steps 1 --batch 32 >"$tmp/big.out" 2>"$tmp/big.err"

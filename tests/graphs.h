@@ -92,7 +92,8 @@ static int tg_cnn_onnx(poet_graph *g)
 /* Sequences: linear over 3-d input, constant and parameter operands
  * (broadcast, one of them left), sigmoid, transpose, batched matmul,
  * softmax off the last axis, erf, tanh, slice, broadcast sub, hardsigmoid,
- * concat, exact gelu, layer norm without affine, a product of two
+ * concat, a trained parameter concatenated before the tokens (ViT's class
+ * token), exact gelu, layer norm without affine, a product of two
  * activations, reshape. */
 static int tg_seq_onnx(poet_graph *g)
 {
@@ -113,10 +114,13 @@ static int tg_seq_onnx(poet_graph *g)
     int hs = tg_add(g, POET_OP_HARDSIGMOID, dv, -1, (poet_attrs){.alpha = 0.2f, .beta = 0.5f});
     int in2[2] = {d, hs};
     int cat = poet_graph_add(g, POET_OP_CONCAT, in2, 2, &(poet_attrs){.axis = 2}, NULL);
-    int ge = tg_add(g, POET_OP_GELU, cat, -1, (poet_attrs){.flags = POET_ATTR_GELU_ERF});
+    int tok = tg_add(g, POET_OP_CONCAT, cat, -1,
+                     (poet_attrs){.axis = 1, .ndim = 3, .dim = {1, 1, 10},
+                                  .flags = POET_ATTR_OPERAND_PARAM | POET_ATTR_OPERAND_LEFT});
+    int ge = tg_add(g, POET_OP_GELU, tok, -1, (poet_attrs){.flags = POET_ATTR_GELU_ERF});
     int ln = tg_add(g, POET_OP_LAYERNORM, ge, -1, (poet_attrs){.flags = POET_ATTR_NO_AFFINE});
     int mm = tg_add(g, POET_OP_MUL, ln, ge, none);
-    int r = tg_add(g, POET_OP_RESHAPE, mm, -1, (poet_attrs){.ndim = 2, .dim = {6, 10}});
+    int r = tg_add(g, POET_OP_RESHAPE, mm, -1, (poet_attrs){.ndim = 2, .dim = {8, 10}});
     return tg_add(g, POET_OP_SOFTMAX_CE, tg_add(g, POET_OP_LINEAR, r, -1, (poet_attrs){.features = 4}), -1, none);
 }
 

@@ -73,6 +73,41 @@ class Tokens(nn.Module):
         return self.head(self.enc(x))
 
 
+class TinyViT(nn.Module):
+    """torchvision's VisionTransformer in small, as it exports: patches by a
+    strided convolution, a trained class token broadcast over the batch
+    (Expand) and concatenated before them, a trained position embedding, a
+    pre-norm encoder layer, and the class token's output (Gather) classified."""
+
+    def __init__(self, dim=16):
+        super().__init__()
+        self.patch = nn.Conv2d(1, dim, 4, 4)
+        self.cls = nn.Parameter(torch.zeros(1, 1, dim))
+        self.pos = nn.Parameter(torch.zeros(1, 5, dim))
+        self.enc = nn.TransformerEncoderLayer(dim, 2, 2 * dim, dropout=0.0, activation="gelu", batch_first=True,
+                                              norm_first=True)
+        self.norm = nn.LayerNorm(dim, eps=1e-6)
+        self.head = nn.Linear(dim, 10)
+
+    def forward(self, x):
+        x = self.patch(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], 1) + self.pos
+        return self.head(self.norm(self.enc(x))[:, 0])
+
+
+class ExpandedScale(nn.Module):
+    """A trained scale broadcast over the batch by Expand before it
+    multiplies: still trained (folded, it would be a constant)."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(1, 64))
+        self.head = nn.Linear(64, 10)
+
+    def forward(self, x):
+        return self.head(x * self.scale.expand(x.shape[0], -1))
+
+
 class ShuffleDense(nn.Module):
     """ShuffleNet's channel shuffle (a 5-d Reshape and Transpose), zero
     padding before a convolution and before average pools (Pad), and
@@ -110,6 +145,8 @@ def models():
         ("transformer_layer", Tokens(), (3, 5, 16)),
         ("ceil_pool_mean", PoolMean(), (4, 1, 10, 10)),
         ("shuffle_pad_dense", ShuffleDense(), (4, 1, 8, 8)),
+        ("vit", TinyViT(), (4, 1, 8, 8)),
+        ("expanded_scale", ExpandedScale(), (6, 64)),
     ]
 
 
@@ -246,4 +283,5 @@ def main():
     sys.exit(0 if all(results) else 1)
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -154,6 +154,11 @@ def forward(g, params, running):
         elif op == "transpose":
             y = ins[0].permute(n["perm"][: ins[0].dim()])
         elif op == "concat":
+            if has(n, "param"):  # broadcast over the axes before the concat's
+                shape = list(ins[0].shape)
+                shape[n["axis"]] = n["dims"][n["axis"]]
+                operand = w.reshape(n["dims"]).expand(shape)
+                ins = [operand, ins[0]] if has(n, "left") else [ins[0], operand]
             y = torch.cat(ins, dim=n["axis"])
         elif op == "slice":
             y = ins[0].narrow(n["axis"], n["start"], n["end"] - n["start"])

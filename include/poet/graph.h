@@ -72,7 +72,8 @@ typedef struct poet_shape {
 enum {
     POET_ATTR_NO_BIAS = 1,        /* conv2d, linear: no bias after the weights */
     POET_ATTR_COUNT_PAD = 2,      /* avgpool2d: padded zeros count in the mean */
-    POET_ATTR_OPERAND_PARAM = 4,  /* add, sub, mul, div with one input: the other operand is a trained parameter */
+    POET_ATTR_OPERAND_PARAM = 4,  /* add, sub, mul, div with one input: the other operand is a trained parameter;
+                                   * concat: a trained parameter is concatenated with its one input */
     POET_ATTR_OPERAND_CONST = 8,  /* ... or a constant, kept with the buffers */
     POET_ATTR_OPERAND_LEFT = 16,  /* ... and it is the left argument */
     POET_ATTR_KEEPDIMS = 32,      /* global_avgpool: output N, C, 1, 1 */
@@ -88,7 +89,7 @@ enum {
 /* Every field is 4 bytes, so the struct has one layout everywhere (the
  * device image carries it as it is). */
 typedef struct poet_attrs {
-    int32_t ndim, dim[POET_MAX_DIMS]; /* input: its shape; reshape: the output's; add...div: the operand's */
+    int32_t ndim, dim[POET_MAX_DIMS]; /* input: its shape; reshape: the output's; add...div, concat: the operand's */
     int32_t features;                 /* conv2d: output channels; linear: output features; channel_select: kept */
     int32_t kernel, stride, pad;      /* conv2d, pools: square shorthands for the fields below */
     int32_t kh, kw, sh, sw;           /* window and strides */

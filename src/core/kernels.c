@@ -1083,10 +1083,21 @@ static void around_axis(const knode *x, int axis, idx *outer, idx *along, idx *i
     for (int i = axis + 1; i < x->ndim; i++) *inner *= x->dim[i];
 }
 
+/* A concat's parameter operand (ViT's class token) lies first or last
+ * along the axis, broadcast over the axes before it: where, and how long
+ * (0 where there is none). */
+static idx concat_operand(const knode *f, idx total, idx *at)
+{
+    idx len = f->attrs.flags & POET_ATTR_OPERAND_PARAM ? f->attrs.dim[f->attrs.axis] : 0;
+    *at = f->attrs.flags & POET_ATTR_OPERAND_LEFT ? 0 : total - len;
+    return len;
+}
+
 static void concat_forward(const kernel_ctx *c)
 {
-    idx outer, total, inner, at = 0;
+    idx outer, total, inner, op_at;
     around_axis(c->n, c->n->attrs.axis, &outer, &total, &inner);
+    idx op_len = concat_operand(c->n, total, &op_at), at = op_len && op_at == 0 ? op_len : 0;
     for (int j = 0; j < c->n->n_inputs; j++) {
         idx o2, len, i2;
         around_axis(node_in(c, j), c->n->attrs.axis, &o2, &len, &i2);
@@ -1094,20 +1105,28 @@ static void concat_forward(const kernel_ctx *c)
             memcpy(c->out + (o * total + at) * inner, c->in[j] + o * len * inner, (size_t)(len * inner) * sizeof(float));
         at += len;
     }
+    for (idx o = 0; o < outer && op_len; o++)
+        memcpy(c->out + (o * total + op_at) * inner, c->params, (size_t)(op_len * inner) * sizeof(float));
 }
 
 static void concat_backward(const kernel_ctx *c)
 {
     const knode *f = fwd_of(c);
-    idx outer, total, inner, at = 0, len = 0, o2, i2;
+    idx outer, total, inner, len = 0, o2, i2, op_at;
     around_axis(f, f->attrs.axis, &outer, &total, &inner);
+    idx op_len = concat_operand(f, total, &op_at), at = op_len && op_at == 0 ? op_len : 0;
+    const float *dy = reads_of(c).dy;
     for (int j = 0; j <= c->n->wrt; j++) {
         at += len;
         around_axis(fwd_in(c, j), f->attrs.axis, &o2, &len, &i2);
     }
-    const float *dy = reads_of(c).dy;
-    for (idx o = 0; o < outer; o++)
+    for (idx o = 0; o < outer && c->n->wrt >= 0; o++)
         memcpy(c->out + o * len * inner, dy + (o * total + at) * inner, (size_t)(len * inner) * sizeof(float));
+    if (!c->grad_w || !op_len) return;
+    /* the operand's gradient: its slice of dY summed over where it was broadcast */
+    memset(c->grad_w, 0, (size_t)(op_len * inner) * sizeof(float));
+    for (idx o = 0; o < outer; o++)
+        for (idx k = 0; k < op_len * inner; k++) c->grad_w[k] += dy[(o * total + op_at) * inner + k];
 }
 
 static void slice_forward(const kernel_ctx *c)

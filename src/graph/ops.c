@@ -500,13 +500,36 @@ static poet_status infer_reshape(const poet_graph *g, poet_node *n, poet_err *er
     return POET_OK;
 }
 
+/* A parameter concatenated with the input (POET_ATTR_OPERAND_PARAM; first
+ * where POET_ATTR_OPERAND_LEFT): ViT's class token, [1, 1, D] before the
+ * patches' [N, S, D]. It is broadcast over the axes before the concat's
+ * and matches the input's after it. */
+static poet_status concat_operand(poet_node *n, const poet_shape *x, poet_err *err)
+{
+    poet_shape p = shape_of_attrs(&n->attrs);
+    poet_status st = check_dims(n, &p, "its parameter operand", err);
+    if (st) return st;
+    if (n->n_inputs != 1)
+        return poet_fail(err, POET_ERR_INVALID, "concat '%s': a parameter operand beside %d inputs (one is supported)",
+                         n->name, n->n_inputs);
+    bool ok = p.ndim == x->ndim;
+    for (int i = 0; ok && i < p.ndim; i++) ok = i == n->attrs.axis || p.dim[i] == (i < n->attrs.axis ? 1 : x->dim[i]);
+    if (!ok)
+        return poet_fail(err, POET_ERR_INVALID, "concat '%s': its parameter operand is not of size 1 before axis %d "
+                         "and the input's size after it", n->name, (int)n->attrs.axis);
+    n->shape.dim[n->attrs.axis] += p.dim[n->attrs.axis];
+    n->params = poet_shape_numel(&p);
+    return POET_OK;
+}
+
 static poet_status infer_concat(const poet_graph *g, poet_node *n, poet_err *err)
 {
     const poet_node *x = in(g, n, 0);
     poet_status st = normalize_axis(n, x->shape.ndim, err);
     if (st) return st;
     n->shape = x->shape;
-    for (int j = 1; j < n->n_inputs; j++) {
+    if (n->attrs.flags & POET_ATTR_OPERAND_PARAM) st = concat_operand(n, &x->shape, err);
+    for (int j = 1; !st && j < n->n_inputs; j++) {
         const poet_shape *s = &in(g, n, j)->shape;
         bool ok = s->ndim == x->shape.ndim;
         for (int i = 0; ok && i < s->ndim; i++) ok = i == n->attrs.axis || s->dim[i] == x->shape.dim[i];
@@ -514,7 +537,14 @@ static poet_status infer_concat(const poet_graph *g, poet_node *n, poet_err *err
         n->shape.dim[n->attrs.axis] += s->dim[n->attrs.axis];
     }
     n->flops = numel_d(&n->shape);
-    return POET_OK;
+    return st;
+}
+
+/* With a parameter operand one node computes the input's gradient and the
+ * parameter's; otherwise one node per input. */
+static grad_rule concat_grad(const poet_node *n)
+{
+    return n->attrs.flags & POET_ATTR_OPERAND_PARAM ? GRAD_FUSED : GRAD_PER_INPUT;
 }
 
 static poet_status infer_slice(const poet_graph *g, poet_node *n, poet_err *err)
@@ -573,7 +603,7 @@ static const op_def OPS[POET_OP_COUNT] = {
     [POET_OP_CLIP] = {"clip", 1, 1, infer_clip, GRAD_PER_INPUT, {READ_IN0, 0}, false, NULL, NULL},
     [POET_OP_TRANSPOSE] = {"transpose", 1, 1, infer_transpose, GRAD_PER_INPUT, {0, 0}, false, NULL, NULL},
     [POET_OP_RESHAPE] = {"reshape", 1, 1, infer_reshape, GRAD_ALIAS, {0, 0}, false, NULL, NULL},
-    [POET_OP_CONCAT] = {"concat", 1, POET_MAX_INPUTS, infer_concat, GRAD_PER_INPUT, {0, 0}, false, NULL, NULL},
+    [POET_OP_CONCAT] = {"concat", 1, POET_MAX_INPUTS, infer_concat, GRAD_PER_INPUT, {0, 0}, false, concat_grad, NULL},
     [POET_OP_SLICE] = {"slice", 1, 1, infer_slice, GRAD_PER_INPUT, {0, 0}, false, NULL, NULL},
 };
 

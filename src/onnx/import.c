@@ -82,7 +82,7 @@ static int define(importer *im, const char *name)
     if (!copy) return poet_fail(im->err, POET_ERR_NOMEM, "out of memory reading the ONNX graph"), -1;
     strcpy(copy, name);
     v = im->n_vals++;
-    im->vals[v] = (value){copy, -1, false, {0}, {FROM_NONE, -1, false}, {{0}, {0, {0}}}};
+    im->vals[v] = (value){copy, -1, false, {0}, {FROM_NONE, -1, false}, {{0}, {0, {0}}}, -1};
     uint32_t k = hash_name(name) & (uint32_t)(im->slots - 1);
     while (im->slot[k] >= 0) k = (k + 1) & (uint32_t)(im->slots - 1);
     im->slot[k] = v;
@@ -425,6 +425,25 @@ static poet_status map_matmul(importer *im, const Onnx__NodeProto *np, int at)
     return add_linear(im, np, a->node, b, true, bias, addn->output[0], addn, 0);
 }
 
+/* The trained tensor a known value is: an initializer (through Identity or
+ * a folded Transpose), or one broadcast by a folded Expand (ViT's class
+ * token); NULL for a constant, or what folded from constants. */
+static const value *trained_tensor(const importer *im, const value *v)
+{
+    if (v->expanded >= 0) v = &im->vals[v->expanded];
+    return v->known && v->t.is_float && v->from.kind != FROM_NONE ? v : NULL;
+}
+
+/* Whether tensor t broadcasts into shape x without enlarging it (NumPy's
+ * rule: trailing dimensions equal, or 1 in t). */
+static bool within(const tensor *t, const poet_shape *x)
+{
+    if (t->ndim > x->ndim) return false;
+    for (int k = 1; k <= t->ndim; k++)
+        if (t->dims[t->ndim - k] != 1 && t->dims[t->ndim - k] != x->dim[x->ndim - k]) return false;
+    return true;
+}
+
 static poet_status map_binary(importer *im, const Onnx__NodeProto *np, poet_op op)
 {
     const value *a = input_value(im, np, 0, true), *b = a ? input_value(im, np, 1, true) : NULL;
@@ -433,10 +452,14 @@ static poet_status map_binary(importer *im, const Onnx__NodeProto *np, poet_op o
     bool left = a->node < 0;
     const value *operand = left ? a : b;
     int x = left ? b->node : a->node;
-    if (operand->t.ndim > POET_MAX_DIMS) return refuse(im, np, "a constant operand of more than 4 dimensions");
     /* an initializer is a trained parameter (PyTorch exports them so); a
      * Constant, or what folded from constants, stays constant */
-    bool param = operand->from.kind != FROM_NONE && operand->t.is_float;
+    const value *trained = trained_tensor(im, operand);
+    if (trained && trained != operand && !within(&operand->t, shape_of(im, x)))
+        return refuse(im, np, "a trained operand expanded beyond the shape of the other");
+    bool param = trained != NULL;
+    if (trained) operand = trained;
+    if (operand->t.ndim > POET_MAX_DIMS) return refuse(im, np, "a constant operand of more than 4 dimensions");
     poet_attrs at = {.ndim = operand->t.ndim ? operand->t.ndim : 1,
                      .flags = (param ? POET_ATTR_OPERAND_PARAM : POET_ATTR_OPERAND_CONST) | (left ? POET_ATTR_OPERAND_LEFT : 0)};
     at.dim[0] = 1;
@@ -811,22 +834,57 @@ static poet_status map_pad(importer *im, const Onnx__NodeProto *np)
     return name_view(im, np, 0, x->node, &w);
 }
 
+/* The trained tensor a Concat's first or last input is (ViT's class token,
+ * an initializer, or one broadcast by Expand), or NULL; *left says which.
+ * A constant that does not train is not one. */
+static const value *concat_param(importer *im, const Onnx__NodeProto *np, bool *left)
+{
+    for (int end = 0; end < 2 && np->n_input > 1; end++) {
+        int j = end ? (int)np->n_input - 1 : 0, v = input_name(np, j) ? find(im, np->input[j]) : -1;
+        const value *t = v < 0 ? NULL : trained_tensor(im, &im->vals[v]);
+        if (!t) continue;
+        *left = end == 0;
+        return t;
+    }
+    return NULL;
+}
+
+/* A concat of part of np's inputs, named after its output and the part. */
+static int concat_part(importer *im, const Onnx__NodeProto *np, const int *in, int have, const poet_attrs *a, int part)
+{
+    char name[POET_NAME_BYTES];
+    snprintf(name, sizeof name, "%.*s/part%d", POET_NAME_BYTES - 16, np->output[0], part);
+    return add_node(im, POET_OP_CONCAT, in, have, a, name);
+}
+
 /* A Concat of more than 8 inputs is a chain of concats, each of at most 8
- * and the next one's first input (DenseNet's blocks concatenate up to 49). */
+ * and the next one's first input (DenseNet's blocks concatenate up to 49);
+ * a trained tensor first or last is the parameter operand of a concat of
+ * one input, the others' concat. */
 static poet_status map_concat(importer *im, const Onnx__NodeProto *np)
 {
     poet_attrs a = {.axis = (int32_t)attr_int(np, "axis", 0)};
     int in[POET_MAX_INPUTS], have = 0, part = 0;
-    for (int j = 0; j < (int)np->n_input; j++) {
+    bool left = false;
+    const value *param = concat_param(im, np, &left);
+    int from = param && left ? 1 : 0, to = (int)np->n_input - (param && !left ? 1 : 0);
+    for (int j = from; j < to; j++) {
         if (have == POET_MAX_INPUTS) {
-            char name[POET_NAME_BYTES];
-            snprintf(name, sizeof name, "%.*s/part%d", POET_NAME_BYTES - 16, np->output[0], ++part);
-            if ((in[0] = add_node(im, POET_OP_CONCAT, in, have, &a, name)) < 0) return im->err->status;
+            if ((in[0] = concat_part(im, np, in, have, &a, ++part)) < 0) return im->err->status;
             have = 1;
         }
         if ((in[have++] = activation(im, np, j)) < 0) return im->err->status;
     }
-    return emit(im, np, POET_OP_CONCAT, in, have, &a);
+    if (!param) return emit(im, np, POET_OP_CONCAT, in, have, &a);
+    if (param->t.ndim < 1 || param->t.ndim > POET_MAX_DIMS)
+        return refuse(im, np, "a trained input of no or more than 4 dimensions");
+    if (have > 1 && (in[0] = concat_part(im, np, in, have, &a, ++part)) < 0) return im->err->status;
+    a.flags = POET_ATTR_OPERAND_PARAM | (left ? POET_ATTR_OPERAND_LEFT : 0), a.ndim = param->t.ndim;
+    for (int k = 0; k < param->t.ndim; k++) a.dim[k] = (int32_t)param->t.dims[k];
+    int v = add_node(im, POET_OP_CONCAT, in, 1, &a, np->output[0]);
+    if (v < 0) return im->err->status;
+    poet_status st = fill(im, param, false, 0, 0, 0);
+    return st ? st : name_output(im, np, 0, v);
 }
 
 /* One slice node of [start, end) on axis, named as output k. */
@@ -890,6 +948,36 @@ static poet_status map_slice(importer *im, const Onnx__NodeProto *np)
         if ((cur = add_node(im, POET_OP_SLICE, &cur, 1, &a, np->output[0])) < 0) return im->err->status;
     }
     return name_output(im, np, 0, cur);
+}
+
+/* Gather of one index along an axis of an activation (ViT's x[:, 0]): a
+ * slice, then a reshape that drops the axis where the index is a scalar. */
+static poet_status map_gather(importer *im, const Onnx__NodeProto *np)
+{
+    int x = activation(im, np, 0);
+    const tensor *at = x < 0 ? NULL : known(im, np, 1, true);
+    if (!at) return im->err->status;
+    const poet_shape *s = shape_of(im, x);
+    int64_t axis = attr_int(np, "axis", 0);
+    if (axis < 0) axis += s->ndim;
+    if (axis < 0 || axis >= s->ndim) return refuse(im, np, "axis out of range");
+    if (at->is_float || at->n != 1 || at->ndim > 1)
+        return refuse(im, np, "only one index (a scalar, or a list of one) into an activation is supported");
+    int64_t d = s->dim[axis], i = tensor_int(at, 0) < 0 ? tensor_int(at, 0) + d : tensor_int(at, 0);
+    if (i < 0 || i >= d) return refuse(im, np, "its index is out of range");
+    int cur = x;
+    if (d > 1) {
+        char name[POET_NAME_BYTES];
+        snprintf(name, sizeof name, "%.*s/slice", POET_NAME_BYTES - 7, np->output[0]);
+        poet_attrs a = {.axis = (int32_t)axis, .start = (int32_t)i, .end = (int32_t)i + 1};
+        if ((cur = add_node(im, POET_OP_SLICE, &x, 1, &a, name)) < 0) return im->err->status;
+    }
+    if (at->ndim == 1) return name_output(im, np, 0, cur);
+    int64_t dims[TENSOR_MAX_DIMS];
+    int nd = 0;
+    for (int k = 0; k < shape_of(im, cur)->ndim; k++)
+        if (k != axis) dims[nd++] = shape_of(im, cur)->dim[k];
+    return reshape_to(im, np, cur, dims, nd);
 }
 
 static poet_status map_softmax(importer *im, const Onnx__NodeProto *np)
@@ -963,6 +1051,11 @@ static poet_status fold(importer *im, const Onnx__NodeProto *np)
     int v = define_known(im, np->output[0], &t);
     if (v < 0) return im->err->status;
     im->folded++;
+    /* a trained tensor broadcast by Expand is still that tensor where a
+     * Concat reads it (map_concat) */
+    int of = onnx_is_op(np, "Expand") ? find(im, np->input[0]) : -1;
+    const value *trained = of >= 0 ? trained_tensor(im, &im->vals[of]) : NULL;
+    if (trained) im->vals[v].expanded = (int)(trained - im->vals);
     /* a weight the exporter transposes stays that weight, to write back */
     int src = onnx_is_op(np, "Transpose") && t.ndim == 2 ? find(im, np->input[0]) : -1;
     if (src >= 0 && im->vals[src].from.kind != FROM_NONE) {
@@ -1046,6 +1139,7 @@ static poet_status map_node(importer *im, const Onnx__NodeProto *np, int at)
     if (onnx_is_op(np, "Concat")) return map_concat(im, np);
     if (onnx_is_op(np, "Split")) return map_split(im, np);
     if (onnx_is_op(np, "Slice")) return map_slice(im, np);
+    if (onnx_is_op(np, "Gather")) return map_gather(im, np);
     if (onnx_is_op(np, "Softmax")) return map_softmax(im, np);
     if (onnx_is_op(np, "Dropout")) return map_dropout(im, np);
     if (onnx_is_op(np, "Cast")) {

@@ -54,6 +54,7 @@ typedef struct value {
     tensor t;
     origin from;
     view view;      /* of the node; zero: the node as it is */
+    int expanded;   /* a folded Expand of a trained tensor (ViT's class token): that tensor's value, or -1 */
 } value;
 
 /* An initializer written back from poet's weights or buffers. */

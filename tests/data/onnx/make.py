@@ -1,10 +1,12 @@
 #!/usr/bin/python3
 """Writes the small ONNX files the CLI and device tests read (committed, so
 that the tests need no Python): models poet must refuse, one line each,
-and a digits CNN exported by torch.onnx.export.
+and a digits CNN and a small vision transformer exported by
+torch.onnx.export.
 
 usage: tests/data/onnx/make.py   (Debian's python3-onnx and python3-torch)"""
 import os
+import sys
 
 import onnx
 import torch
@@ -12,6 +14,8 @@ from onnx import TensorProto, helper
 from torch import nn
 
 here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "..", ".."))
+from onnx_check import TinyViT  # noqa: E402 (tests/onnx_check.py: the model it checks against PyTorch)
 
 
 def save(name, nodes, inputs, outputs, inits=()):
@@ -53,5 +57,17 @@ cnn = nn.Sequential(nn.Conv2d(1, 8, 3, 1, 1), nn.BatchNorm2d(8), nn.ReLU(), nn.M
                     nn.Conv2d(8, 16, 3, 1, 1), nn.BatchNorm2d(16), nn.ReLU(), nn.Flatten(), nn.Linear(16 * 16, 10))
 cnn.eval()
 torch.onnx.export(cnn, torch.zeros(1, 1, 8, 8), os.path.join(here, "digits_cnn.onnx"), input_names=["x"],
+                  output_names=["logits"], dynamic_axes={"x": {0: "batch"}}, opset_version=14,
+                  training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)
+
+# a vision transformer in small (a class token and a position embedding that
+# train, an encoder layer), its tokens away from zero
+torch.manual_seed(4)
+vit = TinyViT()
+with torch.no_grad():
+    vit.cls.normal_(0, 0.3)
+    vit.pos.normal_(0, 0.3)
+vit.eval()
+torch.onnx.export(vit, torch.zeros(1, 1, 8, 8), os.path.join(here, "digits_vit.onnx"), input_names=["x"],
                   output_names=["logits"], dynamic_axes={"x": {0: "batch"}}, opset_version=14,
                   training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)
