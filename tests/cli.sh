@@ -356,6 +356,8 @@ refuse "ONNX: 6-d transpose" "node 'shuffle' (Transpose): a transpose of more th
 refuse "ONNX: dangling input" "input 'nowhere' is not computed before it" "$poet" import "$onnx/dangling.onnx"
 refuse "ONNX: cycle" "node 'first' (Add): input 'b' is not computed before it" "$poet" import "$onnx/cycle.onnx"
 refuse "ONNX: shapes" "node 'product' (MatMul): its weights do not fit" "$poet" import "$onnx/shape_mismatch.onnx"
+refuse "ONNX: tied weights" "initializer 'tied' is the weights of two nodes (tied weights)" \
+    "$poet" import "$onnx/tied.onnx"
 # a fuzz find: the Add after a MatMul, which the importer fuses into a linear layer, without an output
 refuse "ONNX: a node without output" "node '/self_attn/Add' (Add): no output" \
     "$poet" import "$data/../fuzz/corpus/onnx-add-without-output.bin"

@@ -1278,6 +1278,21 @@ static int opset_of(const Onnx__ModelProto *mp)
     return 0;
 }
 
+/* An initializer trained by two nodes (weights tied in the model) would be
+ * trained as two copies and written back as one of them: refused. */
+static poet_status refuse_tied(importer *im)
+{
+    const binding *b = im->m->bind;
+    for (int k = 0; k < im->m->n_bind; k++)
+        for (int j = 0; j < k && b[k].from.kind == FROM_INITIALIZER; j++)
+            if (b[j].from.kind == FROM_INITIALIZER && b[j].from.index == b[k].from.index &&
+                (b[j].at != b[k].at || b[j].buffer != b[k].buffer))
+                return poet_fail(im->err, POET_ERR_UNSUPPORTED, "initializer '%s' is the weights of two nodes (tied "
+                                 "weights): poet would train two copies and write back one; untie them before export",
+                                 im->gp->initializer[b[k].from.index]->name);
+    return POET_OK;
+}
+
 static poet_status build(importer *im, const poet_onnx_options *o)
 {
     poet_status st;
@@ -1292,7 +1307,7 @@ static poet_status build(importer *im, const poet_onnx_options *o)
         }
     for (int k = 0; k < nodes; k++)
         if (!im->skip[k] && (st = map_node(im, im->gp->node[k], k))) return st;
-    if ((st = add_loss(im, o))) return st;
+    if ((st = refuse_tied(im)) || (st = add_loss(im, o))) return st;
     poet_onnx_summary *s = &im->m->summary;
     s->opset = im->opset;
     s->onnx_nodes = nodes;

@@ -36,6 +36,10 @@ save("cycle", [helper.make_node("Add", ["x", "b"], ["a"], name="first"), helper.
 # shapes that do not fit: [batch, 4] @ [3, 2]
 w = helper.make_tensor("w", TensorProto.FLOAT, [3, 2], [0.0] * 6)
 save("shape_mismatch", [helper.make_node("MatMul", ["x", "w"], ["y"], name="product")], [x], [y], [w])
+# weights tied: one initializer is the weights of two products
+tied = helper.make_tensor("tied", TensorProto.FLOAT, [4, 4], [0.1] * 16)
+save("tied", [helper.make_node("MatMul", ["x", "tied"], ["h"], name="first"),
+              helper.make_node("MatMul", ["h", "tied"], ["y"], name="second")], [x], [y], [tied])
 # an attribute value poet does not support
 img = helper.make_tensor_value_info("img", TensorProto.FLOAT, ["batch", 1, 8, 8])
 k = helper.make_tensor("k", TensorProto.FLOAT, [2, 1, 3, 3], [0.1] * 18)
