@@ -356,6 +356,11 @@ refuse "ONNX: 6-d transpose" "node 'shuffle' (Transpose): a transpose of more th
 refuse "ONNX: dangling input" "input 'nowhere' is not computed before it" "$poet" import "$onnx/dangling.onnx"
 refuse "ONNX: cycle" "node 'first' (Add): input 'b' is not computed before it" "$poet" import "$onnx/cycle.onnx"
 refuse "ONNX: shapes" "node 'product' (MatMul): its weights do not fit" "$poet" import "$onnx/shape_mismatch.onnx"
+ok "ONNX: nearest Resize, half_pixel with rounding" "$poet" import "$onnx/resize_half_pixel.onnx" --batch 2
+has "ONNX: nearest Resize by 3 is an upsample2d" "upsample2d 1" "$tmp/out"
+refuse "ONNX: nearest Resize that does not repeat" "node 'resize' (Resize): its coordinate transformation and nearest mode" \
+    "$poet" import "$onnx/resize_asymmetric_round.onnx"
+refuse "ONNX: linear Resize" "node 'resize' (Resize): only mode nearest" "$poet" import "$onnx/resize_linear.onnx"
 refuse "ONNX: tied weights" "initializer 'tied' is the weights of two nodes (tied weights)" \
     "$poet" import "$onnx/tied.onnx"
 # a fuzz find: the Add after a MatMul, which the importer fuses into a linear layer, without an output

@@ -64,9 +64,9 @@ static int tg_attention(poet_graph *g)
 
 /* The ops ONNX brings: a grouped, dilated, asymmetrically padded conv, a
  * depthwise conv without bias, padded pools (max; average counting the
- * padding), hardswish, batch norm with its own eps and momentum, clip, a
- * per-channel scale as a parameter, global pooling that keeps its
- * dimensions, reshape. */
+ * padding), hardswish, batch norm with its own eps and momentum, clip,
+ * nearest upsampling by 2 x 3, a per-channel scale as a parameter, global
+ * pooling that keeps its dimensions, reshape. */
 static int tg_cnn_onnx(poet_graph *g)
 {
     poet_attrs none = {0};
@@ -82,6 +82,7 @@ static int tg_cnn_onnx(poet_graph *g)
     x = tg_add(g, POET_OP_CLIP, x, -1, (poet_attrs){.alpha = -0.5f, .beta = 0.8f});
     x = tg_add(g, POET_OP_CONV2D, x, -1, (poet_attrs){.features = 6, .kernel = 3, .stride = 1, .pad = 1, .groups = 6,
                                                       .flags = POET_ATTR_NO_BIAS});
+    x = tg_add(g, POET_OP_UPSAMPLE2D, x, -1, (poet_attrs){.sh = 2, .sw = 3});
     x = tg_add(g, POET_OP_MUL, x, -1, (poet_attrs){.ndim = 3, .dim = {6, 1, 1}, .flags = POET_ATTR_OPERAND_PARAM});
     x = tg_add(g, POET_OP_GLOBAL_AVGPOOL, x, -1, (poet_attrs){.flags = POET_ATTR_KEEPDIMS});
     x = tg_add(g, POET_OP_RESHAPE, x, -1, (poet_attrs){.ndim = 2, .dim = {2, 6}});

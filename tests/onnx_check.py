@@ -108,6 +108,26 @@ class ExpandedScale(nn.Module):
         return self.head(x * self.scale.expand(x.shape[0], -1))
 
 
+class UpsampleSkip(nn.Module):
+    """A U-Net's decoder step: the pooled branch brought back to the skip
+    connection's size by nn.Upsample (nearest, by 2) and by F.interpolate
+    to a size (both exported as Resize), then concatenated with it."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Sequential(nn.Conv2d(1, 4, 3, 1, 1), nn.ReLU())
+        self.down = nn.Sequential(nn.MaxPool2d(2), nn.Conv2d(4, 4, 3, 1, 1), nn.ReLU())
+        self.up = nn.Upsample(scale_factor=2, mode="nearest")
+        self.dec = nn.Conv2d(12, 4, 3, 1, 1)
+        self.head = nn.Linear(4, 10)
+
+    def forward(self, x):
+        e = self.enc(x)
+        d = self.down(e)
+        u = torch.cat([e, self.up(d), nn.functional.interpolate(d, size=(8, 8))], 1)
+        return self.head(torch.relu(self.dec(u)).mean([2, 3]))
+
+
 class ShuffleDense(nn.Module):
     """ShuffleNet's channel shuffle (a 5-d Reshape and Transpose), zero
     padding before a convolution and before average pools (Pad), and
@@ -147,6 +167,7 @@ def models():
         ("shuffle_pad_dense", ShuffleDense(), (4, 1, 8, 8)),
         ("vit", TinyViT(), (4, 1, 8, 8)),
         ("expanded_scale", ExpandedScale(), (6, 64)),
+        ("upsample_skip", UpsampleSkip(), (4, 1, 8, 8)),
     ]
 
 

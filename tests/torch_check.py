@@ -160,6 +160,8 @@ def forward(g, params, running):
                 operand = w.reshape(n["dims"]).expand(shape)
                 ins = [operand, ins[0]] if has(n, "left") else [ins[0], operand]
             y = torch.cat(ins, dim=n["axis"])
+        elif op == "upsample2d":
+            y = ins[0].repeat_interleave(n["sh"], dim=2).repeat_interleave(n["sw"], dim=3)
         elif op == "slice":
             y = ins[0].narrow(n["axis"], n["start"], n["end"] - n["start"])
         else:

@@ -56,6 +56,7 @@ typedef enum poet_op {
     POET_OP_POOL_INDEX,   /* per max-pool output, its window's argmax, 4 bytes a word: what its backward reads */
     POET_OP_CHANNEL_SELECT, /* the input channels of a conv or linear layer whose weights train (ratio:R): what its
                              * weight gradient reads */
+    POET_OP_UPSAMPLE2D,   /* nearest neighbour: each element of H and W repeated sh x sw times */
     POET_OP_COUNT
 } poet_op;
 

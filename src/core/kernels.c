@@ -1129,6 +1129,33 @@ static void concat_backward(const kernel_ctx *c)
         for (idx k = 0; k < op_len * inner; k++) c->grad_w[k] += dy[(o * total + op_at) * inner + k];
 }
 
+/* upsample2d: output (y, x) is input (y / sh, x / sw) of the same plane; the
+ * input's gradient sums its sh x sw block of dY, row by row */
+static void upsample2d_forward(const kernel_ctx *c)
+{
+    const knode *x = node_in(c, 0);
+    idx planes = (idx)x->dim[0] * x->dim[1], H = x->dim[2], W = x->dim[3], sh = c->n->attrs.sh, sw = c->n->attrs.sw;
+    for (idx p = 0; p < planes; p++)
+        for (idx y = 0; y < H * sh; y++)
+            for (idx u = 0; u < W * sw; u++)
+                c->out[(p * H * sh + y) * W * sw + u] = c->in[0][(p * H + y / sh) * W + u / sw];
+}
+
+static void upsample2d_backward(const kernel_ctx *c)
+{
+    const knode *f = fwd_of(c), *x = fwd_in(c, 0);
+    idx planes = (idx)x->dim[0] * x->dim[1], H = x->dim[2], W = x->dim[3], sh = f->attrs.sh, sw = f->attrs.sw;
+    const float *dy = reads_of(c).dy;
+    for (idx p = 0; p < planes; p++)
+        for (idx i = 0; i < H; i++)
+            for (idx j = 0; j < W; j++) {
+                float s = 0.0f;
+                for (idx a = 0; a < sh; a++)
+                    for (idx b = 0; b < sw; b++) s += dy[(p * H * sh + i * sh + a) * W * sw + j * sw + b];
+                c->out[(p * H + i) * W + j] = s;
+            }
+}
+
 static void slice_forward(const kernel_ctx *c)
 {
     idx outer, size, inner, len = c->n->attrs.end - c->n->attrs.start;
@@ -1374,6 +1401,7 @@ static const struct {
     [POET_OP_TRANSPOSE] = {transpose_forward, transpose_backward},
     [POET_OP_CONCAT] = {concat_forward, concat_backward},
     [POET_OP_SLICE] = {slice_forward, slice_backward},
+    [POET_OP_UPSAMPLE2D] = {upsample2d_forward, upsample2d_backward},
     [POET_OP_RELU] = {unary_run_forward, unary_run_backward},
     [POET_OP_RELU_MASK] = {relu_mask_forward, NULL},
     [POET_OP_CHANNEL_SELECT] = {channel_select_forward, NULL},

@@ -547,6 +547,22 @@ static grad_rule concat_grad(const poet_node *n)
     return n->attrs.flags & POET_ATTR_OPERAND_PARAM ? GRAD_FUSED : GRAD_PER_INPUT;
 }
 
+/* [N, C, H, W] to [N, C, H sh, W sw], each element repeated (ONNX's Resize
+ * and Upsample, nearest, by whole factors: the decoders of U-Nets and FPNs) */
+static poet_status infer_upsample2d(const poet_graph *g, poet_node *n, poet_err *err)
+{
+    const poet_node *x = in(g, n, 0);
+    if (x->shape.ndim != 4)
+        return poet_fail(err, POET_ERR_INVALID, "upsample2d '%s': its input is not [N, C, H, W]", n->name);
+    if (n->attrs.sh < 1 || n->attrs.sw < 1 || n->attrs.sh > 64 || n->attrs.sw > 64)
+        return poet_fail(err, POET_ERR_INVALID, "upsample2d '%s': factors %d x %d (1 to 64 each)", n->name,
+                         (int)n->attrs.sh, (int)n->attrs.sw);
+    n->shape = x->shape;
+    n->shape.dim[2] *= n->attrs.sh, n->shape.dim[3] *= n->attrs.sw;
+    n->flops = numel_d(&n->shape);
+    return POET_OK;
+}
+
 static poet_status infer_slice(const poet_graph *g, poet_node *n, poet_err *err)
 {
     const poet_node *x = in(g, n, 0);
@@ -605,6 +621,7 @@ static const op_def OPS[POET_OP_COUNT] = {
     [POET_OP_RESHAPE] = {"reshape", 1, 1, infer_reshape, GRAD_ALIAS, {0, 0}, false, NULL, NULL},
     [POET_OP_CONCAT] = {"concat", 1, POET_MAX_INPUTS, infer_concat, GRAD_PER_INPUT, {0, 0}, false, concat_grad, NULL},
     [POET_OP_SLICE] = {"slice", 1, 1, infer_slice, GRAD_PER_INPUT, {0, 0}, false, NULL, NULL},
+    [POET_OP_UPSAMPLE2D] = {"upsample2d", 1, 1, infer_upsample2d, GRAD_PER_INPUT, {0, 0}, false, NULL, NULL},
 };
 
 const op_def *op_get(poet_op op)

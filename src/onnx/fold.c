@@ -122,6 +122,13 @@ float attr_float(const Onnx__NodeProto *np, const char *name, float dflt)
     return a && a->has_f ? a->f : dflt;
 }
 
+bool attr_is(const Onnx__NodeProto *np, const char *name, const char *dflt, const char *want)
+{
+    const Onnx__AttributeProto *a = attr_find(np, name);
+    if (!a || !a->has_s) return strcmp(dflt, want) == 0;
+    return a->s.len == strlen(want) && memcmp(a->s.data, want, a->s.len) == 0;
+}
+
 const int64_t *attr_ints(const Onnx__NodeProto *np, const char *name, int *n)
 {
     const Onnx__AttributeProto *a = attr_find(np, name);

@@ -2,6 +2,7 @@
  * weights (docs/onnx.md). Nodes are read in the file's order, which ONNX
  * requires to be topological; a node whose inputs are all known is folded
  * into a constant; the rest map to poet's op registry. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -308,9 +309,7 @@ static poet_status window_attrs(importer *im, const Onnx__NodeProto *np, poet_at
     int nk, ns, np_, nd;
     const int64_t *k = attr_ints(np, "kernel_shape", &nk), *s = attr_ints(np, "strides", &ns);
     const int64_t *p = attr_ints(np, "pads", &np_), *d = attr_ints(np, "dilations", &nd);
-    const Onnx__AttributeProto *ap = attr_find(np, "auto_pad");
-    if (ap && ap->has_s && !(ap->s.len == 6 && memcmp(ap->s.data, "NOTSET", 6) == 0) &&
-        !(ap->s.len == 5 && memcmp(ap->s.data, "VALID", 5) == 0))
+    if (!attr_is(np, "auto_pad", "NOTSET", "NOTSET") && !attr_is(np, "auto_pad", "NOTSET", "VALID"))
         return refuse(im, np, "auto_pad SAME_UPPER or SAME_LOWER is not supported (export with explicit pads)");
     if ((nk >= 0 && nk != 2) || (ns >= 0 && ns != 2) || (np_ >= 0 && np_ != 4) || (nd >= 0 && nd != 2))
         return refuse(im, np, "only 2-d windows (N, C, H, W) are supported");
@@ -793,8 +792,7 @@ static poet_status map_transpose(importer *im, const Onnx__NodeProto *np)
  * F.pad or nn.ZeroPad2d before a convolution, so). */
 static poet_status map_pad(importer *im, const Onnx__NodeProto *np)
 {
-    const Onnx__AttributeProto *mode = attr_find(np, "mode");
-    bool constant = !mode || !mode->has_s || (mode->s.len == 8 && memcmp(mode->s.data, "constant", 8) == 0);
+    bool constant = attr_is(np, "mode", "constant", "constant");
     if (input_name(np, 3)) return refuse(im, np, "its axes input is not supported");
     const value *x = viewed_input(im, np, 0, true);
     if (!x) return im->err->status;
@@ -980,6 +978,63 @@ static poet_status map_gather(importer *im, const Onnx__NodeProto *np)
     return reshape_to(im, np, cur, dims, nd);
 }
 
+/* The input index ONNX's nearest Resize reads for output index x of an
+ * axis scaled from n to m, in the coordinate transformation and rounding
+ * modes the node names. */
+static int64_t nearest_source(const Onnx__NodeProto *np, int64_t x, int64_t n, int64_t m)
+{
+    const char *mode = "coordinate_transformation_mode", *dflt = "half_pixel";
+    double scale = (double)m / (double)n, s = ((double)x + 0.5) / scale - 0.5; /* half_pixel */
+    if (attr_is(np, mode, dflt, "asymmetric")) s = (double)x / scale;
+    if (attr_is(np, mode, dflt, "tf_half_pixel_for_nn")) s = ((double)x + 0.5) / scale;
+    if (attr_is(np, mode, dflt, "align_corners")) s = m > 1 ? (double)x * (double)(n - 1) / (double)(m - 1) : 0;
+    if (attr_is(np, mode, dflt, "pytorch_half_pixel") && m == 1) s = 0;
+    const char *round = "nearest_mode", *prefer = "round_prefer_floor";
+    double r = attr_is(np, round, prefer, "floor") ? floor(s)
+               : attr_is(np, round, prefer, "ceil") ? ceil(s)
+               : attr_is(np, round, prefer, "round_prefer_ceil") ? floor(s + 0.5) : ceil(s - 0.5);
+    return r < 0 ? 0 : r > (double)(n - 1) ? n - 1 : (int64_t)r;
+}
+
+/* Resize (opset 10 on) and Upsample (7 to 9), nearest, to whole multiples
+ * of H and W where every input element is repeated (PyTorch's
+ * nn.Upsample(mode="nearest") and F.interpolate): upsample2d. */
+static poet_status map_resize(importer *im, const Onnx__NodeProto *np)
+{
+    int x = activation(im, np, 0);
+    if (x < 0) return im->err->status;
+    if (!attr_is(np, "mode", "nearest", "nearest")) return refuse(im, np, "only mode nearest is supported");
+    bool modern = onnx_is_op(np, "Resize") && im->opset >= 11; /* inputs X, roi, scales, sizes */
+    int at_scales = modern ? 2 : 1, at_sizes = modern ? 3 : -1, ns = -1;
+    const tensor *scales = input_name(np, at_scales) ? known(im, np, at_scales, true) : NULL;
+    const tensor *sizes = at_sizes > 0 && input_name(np, at_sizes) ? known(im, np, at_sizes, true) : NULL;
+    if (im->err->status) return im->err->status;
+    const float *fs = attr_find(np, "scales") ? attr_find(np, "scales")->floats : NULL; /* Upsample-7 */
+    if (fs) ns = (int)attr_find(np, "scales")->n_floats;
+    const poet_shape *s = shape_of(im, x);
+    if (s->ndim != 4) return refuse(im, np, "only [N, C, H, W] inputs are resized");
+    int64_t out[4];
+    for (int k = 0; k < 4; k++) {
+        if (sizes && sizes->n == 4) out[k] = tensor_int(sizes, (uint64_t)k);
+        else if (scales && scales->n == 4) out[k] = (int64_t)floor((double)s->dim[k] * tensor_real(scales, (uint64_t)k));
+        else if (ns == 4) out[k] = (int64_t)floor((double)s->dim[k] * fs[k]);
+        else return refuse(im, np, "it needs four scales or four sizes");
+    }
+    if (out[0] != s->dim[0] || out[1] != s->dim[1]) return refuse(im, np, "only H and W are resized");
+    if (out[2] < s->dim[2] || out[3] < s->dim[3] || out[2] % s->dim[2] || out[3] % s->dim[3])
+        return refuse(im, np, "only whole multiples of H and W are supported");
+    /* opset 10's Resize and Upsample: floor(x / scale) */
+    bool old = !modern;
+    for (int k = 2; k < 4; k++)
+        for (int64_t o = 0; o < out[k] && !old; o++)
+            if (nearest_source(np, o, s->dim[k], out[k]) != o / (out[k] / s->dim[k]))
+                return refuse(im, np, "its coordinate transformation and nearest mode do not repeat every element "
+                                      "(asymmetric with floor, or half_pixel with rounding, do)");
+    poet_attrs a = {.sh = (int32_t)(out[2] / s->dim[2]), .sw = (int32_t)(out[3] / s->dim[3])};
+    if (a.sh == 1 && a.sw == 1) return name_output(im, np, 0, x);
+    return emit(im, np, POET_OP_UPSAMPLE2D, &x, 1, &a);
+}
+
 static poet_status map_softmax(importer *im, const Onnx__NodeProto *np)
 {
     int x = activation(im, np, 0);
@@ -1140,6 +1195,7 @@ static poet_status map_node(importer *im, const Onnx__NodeProto *np, int at)
     if (onnx_is_op(np, "Split")) return map_split(im, np);
     if (onnx_is_op(np, "Slice")) return map_slice(im, np);
     if (onnx_is_op(np, "Gather")) return map_gather(im, np);
+    if (onnx_is_op(np, "Resize") || onnx_is_op(np, "Upsample")) return map_resize(im, np);
     if (onnx_is_op(np, "Softmax")) return map_softmax(im, np);
     if (onnx_is_op(np, "Dropout")) return map_dropout(im, np);
     if (onnx_is_op(np, "Cast")) {

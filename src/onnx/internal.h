@@ -116,6 +116,8 @@ poet_status squeeze_dims(const Onnx__NodeProto *np, const int64_t *in_dims, int 
 const Onnx__AttributeProto *attr_find(const Onnx__NodeProto *np, const char *name);
 int64_t attr_int(const Onnx__NodeProto *np, const char *name, int64_t dflt);
 float attr_float(const Onnx__NodeProto *np, const char *name, float dflt);
+/* Whether string attribute name (dflt where absent) is want. */
+bool attr_is(const Onnx__NodeProto *np, const char *name, const char *dflt, const char *want);
 /* The ints of an attribute; *n = -1 when absent. */
 const int64_t *attr_ints(const Onnx__NodeProto *np, const char *name, int *n);
 

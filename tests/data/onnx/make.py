@@ -40,6 +40,14 @@ save("shape_mismatch", [helper.make_node("MatMul", ["x", "w"], ["y"], name="prod
 tied = helper.make_tensor("tied", TensorProto.FLOAT, [4, 4], [0.1] * 16)
 save("tied", [helper.make_node("MatMul", ["x", "tied"], ["h"], name="first"),
               helper.make_node("MatMul", ["h", "tied"], ["y"], name="second")], [x], [y], [tied])
+# nearest Resize by 3: half_pixel with rounding repeats every element (read);
+# asymmetric with rounding does not, and linear is another op (refused)
+by3 = helper.make_tensor("by3", TensorProto.FLOAT, [4], [1, 1, 3, 3])
+for name, attrs in [("resize_half_pixel", {}),
+                    ("resize_asymmetric_round", {"coordinate_transformation_mode": "asymmetric"}),
+                    ("resize_linear", {"mode": "linear"})]:
+    save(name, [helper.make_node("Resize", ["img", "", "by3"], ["y"], name="resize", **attrs)],
+         [helper.make_tensor_value_info("img", TensorProto.FLOAT, ["batch", 1, 8, 8])], [y], [by3])
 # an attribute value poet does not support
 img = helper.make_tensor_value_info("img", TensorProto.FLOAT, ["batch", 1, 8, 8])
 k = helper.make_tensor("k", TensorProto.FLOAT, [2, 1, 3, 3], [0.1] * 18)
