@@ -102,6 +102,12 @@ for b in 60 70; do
         "$([ -s "$tmp/vit$b.json" ] && [ "$(field "$tmp/vit$b.json" bit_identical)" = true ] && [ "$(field "$tmp/vit$b.json" $what)" -gt 0 ] && echo 0 || echo 1)" "$(head -c 300 "$tmp/vit$b.err")"
 done
 
+# a 1-d CNN from ONNX (the digits' rows as 8 channels of 8 samples), as sensor and audio models are
+"$poet" emulate --onnx "$(dirname "$0")/data/onnx/digits_1d.onnx" --data digits --batch 8 --budget 60% \
+    --runtime-factor 1.2 --steps 2 --seed 7 --time-limit 3 --json >"$tmp/1d.json" 2>"$tmp/1d.err"
+check "a 1-d CNN from ONNX trains on the device to the host's bits, recomputing" \
+    "$([ -s "$tmp/1d.json" ] && [ "$(field "$tmp/1d.json" bit_identical)" = true ] && [ "$(field "$tmp/1d.json" recomputations)" -gt 0 ] && echo 0 || echo 1)" "$(head -c 300 "$tmp/1d.err")"
+
 # a model that does not fit is refused before QEMU starts, with the bytes needed and there
 "$poet" emulate "${common[@]}" --budget 100% --steps 1 --batch 32 >"$tmp/big.out" 2>"$tmp/big.err"
 rc=$?

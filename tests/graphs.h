@@ -5,7 +5,7 @@
 
 #include "poet/poet.h"
 
-enum { N_TEST_GRAPHS = 5 };
+enum { N_TEST_GRAPHS = 6 };
 
 static int tg_add(poet_graph *g, poet_op op, int a, int b, poet_attrs at)
 {
@@ -125,16 +125,39 @@ static int tg_seq_onnx(poet_graph *g)
     return tg_add(g, POET_OP_SOFTMAX_CE, tg_add(g, POET_OP_LINEAR, r, -1, (poet_attrs){.features = 4}), -1, none);
 }
 
+/* One-dimensional windows over [N, C, L] (time series, audio): a padded
+ * conv, batch norm, relu, a max pool, a strided dilated grouped conv, an
+ * average pool counting its padding, global pooling that keeps its
+ * dimensions, linear. */
+static int tg_cnn1d(poet_graph *g)
+{
+    poet_attrs none = {0};
+    int x = tg_add(g, POET_OP_INPUT, -1, -1, (poet_attrs){.ndim = 3, .dim = {2, 3, 17}});
+    x = tg_add(g, POET_OP_CONV2D, x, -1, (poet_attrs){.features = 4, .kh = 1, .kw = 5, .sh = 1, .sw = 1, .pl = 2, .pr = 1});
+    x = tg_add(g, POET_OP_BATCHNORM2D, x, -1, none);
+    x = tg_add(g, POET_OP_RELU, x, -1, none);
+    x = tg_add(g, POET_OP_MAXPOOL2D, x, -1, (poet_attrs){.kh = 1, .kw = 3, .sh = 1, .sw = 2, .pl = 1});
+    x = tg_add(g, POET_OP_CONV2D, x, -1,
+               (poet_attrs){.features = 6, .kh = 1, .kw = 3, .sh = 1, .sw = 2, .pl = 1, .pr = 1, .dh = 1, .dw = 2,
+                            .groups = 2});
+    x = tg_add(g, POET_OP_AVGPOOL2D, x, -1,
+               (poet_attrs){.kh = 1, .kw = 2, .sh = 1, .sw = 1, .pl = 1, .flags = POET_ATTR_COUNT_PAD});
+    x = tg_add(g, POET_OP_GLOBAL_AVGPOOL, x, -1, (poet_attrs){.flags = POET_ATTR_KEEPDIMS});
+    x = tg_add(g, POET_OP_RESHAPE, x, -1, (poet_attrs){.ndim = 2, .dim = {2, 6}});
+    x = tg_add(g, POET_OP_LINEAR, x, -1, (poet_attrs){.features = 3});
+    return tg_add(g, POET_OP_SOFTMAX_CE, x, -1, none);
+}
+
 static const char *test_graph_name(int k)
 {
-    static const char *names[N_TEST_GRAPHS] = {"cnn", "residual", "attention", "cnn_onnx", "seq_onnx"};
+    static const char *names[N_TEST_GRAPHS] = {"cnn", "residual", "attention", "cnn_onnx", "seq_onnx", "cnn1d"};
     return names[k];
 }
 
 static poet_status test_graph_build(int k, poet_graph *g, poet_err *err)
 {
     static int (*const build[N_TEST_GRAPHS])(poet_graph *) = {tg_cnn, tg_residual, tg_attention, tg_cnn_onnx,
-                                                              tg_seq_onnx};
+                                                              tg_seq_onnx, tg_cnn1d};
     poet_status st = poet_graph_init(g, test_graph_name(k), 4, err);
     if (st) return st;
     int loss = build[k](g);

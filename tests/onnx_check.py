@@ -128,6 +128,22 @@ class UpsampleSkip(nn.Module):
         return self.head(torch.relu(self.dec(u)).mean([2, 3]))
 
 
+class Sensor1d(nn.Module):
+    """A 1-d CNN over a 3-axis accelerometer's samples, as activity
+    recognition and keyword spotting use on microcontrollers: a padded
+    Conv1d, BatchNorm1d, MaxPool1d, a strided, dilated, grouped Conv1d,
+    AvgPool1d, AdaptiveAvgPool1d."""
+
+    def __init__(self):
+        super().__init__()
+        self.f = nn.Sequential(nn.Conv1d(3, 8, 5, padding=2), nn.BatchNorm1d(8), nn.ReLU(), nn.MaxPool1d(2),
+                               nn.Conv1d(8, 8, 3, stride=2, padding=2, dilation=2, groups=2), nn.ReLU(),
+                               nn.AvgPool1d(2), nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(8, 6))
+
+    def forward(self, x):
+        return self.f(x)
+
+
 class ShuffleDense(nn.Module):
     """ShuffleNet's channel shuffle (a 5-d Reshape and Transpose), zero
     padding before a convolution and before average pools (Pad), and
@@ -168,6 +184,7 @@ def models():
         ("vit", TinyViT(), (4, 1, 8, 8)),
         ("expanded_scale", ExpandedScale(), (6, 64)),
         ("upsample_skip", UpsampleSkip(), (4, 1, 8, 8)),
+        ("sensor_1d", Sensor1d(), (4, 3, 32)),
     ]
 
 
@@ -227,8 +244,7 @@ def check(dump, workdir, name, model, shape, gen):
     found = match(model, initializers(path))
     x = torch.randn(shape, generator=gen)
     ref64 = model.double()
-    rows = int(np.prod(shape[:-1])) if len(shape) == 3 else shape[0]
-    classes = logits_of(ref64.eval(), x.double()).shape[-1]
+    rows, classes = logits_of(ref64.eval(), x.double()).shape
     y = torch.randint(0, classes, (rows,), generator=gen)
     out = os.path.join(workdir, name)
     os.makedirs(out, exist_ok=True)

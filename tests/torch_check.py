@@ -83,6 +83,10 @@ def forward(g, params, running):
     for v, n in enumerate(nodes):
         op, ins = n["op"], [vals[i] for i in n["inputs"]]
         w = params.get(str(v))
+        # a window over [N, C, L] is one over [N, C, 1, L]
+        flat = op in ("conv2d", "maxpool2d", "avgpool2d", "global_avgpool") and ins[0].dim() == 3
+        if flat:
+            ins = [ins[0].unsqueeze(2)]
         if op == "input":
             y = torch.tensor(g["x"], dtype=torch.float64).reshape(n["shape"])
         elif op == "conv2d":
@@ -166,7 +170,7 @@ def forward(g, params, running):
             y = ins[0].narrow(n["axis"], n["start"], n["end"] - n["start"])
         else:
             raise SystemExit(f"torch_check: no PyTorch rendering of op {op}")
-        vals.append(y)
+        vals.append(y.squeeze(2) if flat and y.dim() == 4 else y)
     return vals[-1], new_running
 
 

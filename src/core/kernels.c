@@ -112,11 +112,15 @@ typedef struct conv_dims {
     idx KK, PP; /* reduction length (C/G)*KH*KW; output positions per image */
 } conv_dims;
 
+/* H and W of a window's tensor: [N, C, L] is [N, C, 1, L] (1-d windows). */
+static idx height(const knode *x) { return x->ndim == 3 ? 1 : x->dim[2]; }
+static idx width(const knode *x) { return x->dim[x->ndim - 1]; }
+
 static conv_dims conv_dims_of(const knode *conv, const knode *x)
 {
     const poet_attrs *a = &conv->attrs;
-    conv_dims d = {x->dim[0], x->dim[1], x->dim[2], x->dim[3], a->features, a->kh, a->kw, a->sh, a->sw, a->pt, a->pl,
-                   a->dh, a->dw, a->groups, conv->dim[2], conv->dim[3], 0, 0, 0, 0};
+    conv_dims d = {x->dim[0], x->dim[1], height(x), width(x), a->features, a->kh, a->kw, a->sh, a->sw, a->pt, a->pl,
+                   a->dh, a->dw, a->groups, height(conv), width(conv), 0, 0, 0, 0};
     d.CG = d.C / d.G, d.FG = d.F / d.G;
     d.KK = d.CG * d.KH * d.KW;
     d.PP = d.OH * d.OW;
@@ -601,8 +605,8 @@ typedef struct pool_dims {
 static pool_dims pool_dims_of(const knode *pool, const knode *x)
 {
     const poet_attrs *a = &pool->attrs;
-    return (pool_dims){x->dim[0], x->dim[1], x->dim[2], x->dim[3], a->kh, a->kw, a->sh, a->sw, a->pt, a->pl,
-                       pool->dim[2], pool->dim[3], (a->flags & POET_ATTR_COUNT_PAD) != 0};
+    return (pool_dims){x->dim[0], x->dim[1], height(x), width(x), a->kh, a->kw, a->sh, a->sw, a->pt, a->pl,
+                       height(pool), width(pool), (a->flags & POET_ATTR_COUNT_PAD) != 0};
 }
 
 /* The window of output (oh, ow) clipped to the image: rows [h0, h1), columns [w0, w1). */

@@ -83,9 +83,17 @@ static int64_t window_out(int64_t size, int64_t pad_lo, int64_t pad_hi, int64_t 
     return (size + pad_lo + pad_hi - (dil * (k - 1) + 1)) / stride + 1;
 }
 
+/* A window's input as [N, C, H, W]: [N, C, L] is [N, C, 1, L] (1-d
+ * convolutions and pools, over time series and audio). */
+static int64_t window_h(const poet_node *x) { return x->shape.ndim == 3 ? 1 : x->shape.dim[2]; }
+static int64_t window_w(const poet_node *x) { return x->shape.dim[x->shape.ndim - 1]; }
+
 static poet_status check_window(const poet_node *n, const poet_node *x, bool pool, poet_err *err)
 {
     const poet_attrs *a = &n->attrs;
+    if (x->shape.ndim == 3 && (a->kh != 1 || a->pt || a->pb))
+        return poet_fail(err, POET_ERR_INVALID, "node '%s': over [N, C, L] the window is 1 high, without padding above "
+                         "or below", n->name);
     if (a->kh <= 0 || a->kw <= 0 || a->sh <= 0 || a->sw <= 0 || a->pt < 0 || a->pl < 0 || a->pb < 0 || a->pr < 0 ||
         a->dh <= 0 || a->dw <= 0)
         return poet_fail(err, POET_ERR_INVALID, "node '%s': kernel, stride and dilation must be > 0, padding >= 0",
@@ -95,25 +103,26 @@ static poet_status check_window(const poet_node *n, const poet_node *x, bool poo
     if (pool && (a->pt >= a->kh || a->pb >= a->kh || a->pl >= a->kw || a->pr >= a->kw))
         return poet_fail(err, POET_ERR_INVALID, "node '%s': a pool's padding must be smaller than its window", n->name);
     int64_t eh = (int64_t)a->dh * (a->kh - 1) + 1, ew = (int64_t)a->dw * (a->kw - 1) + 1;
-    if (x->shape.dim[2] + a->pt + a->pb < eh || x->shape.dim[3] + a->pl + a->pr < ew)
+    if (window_h(x) + a->pt + a->pb < eh || window_w(x) + a->pl + a->pr < ew)
         return poet_fail(err, POET_ERR_INVALID, "node '%s': window %dx%d larger than its %lldx%lld input", n->name,
-                         (int)a->kh, (int)a->kw, (long long)x->shape.dim[2], (long long)x->shape.dim[3]);
+                         (int)a->kh, (int)a->kw, (long long)window_h(x), (long long)window_w(x));
     return POET_OK;
 }
 
 static void window_shape(poet_node *n, const poet_node *x, int64_t channels)
 {
     const poet_attrs *a = &n->attrs;
-    int64_t d[4] = {x->shape.dim[0], channels, window_out(x->shape.dim[2], a->pt, a->pb, a->kh, a->sh, a->dh),
-                    window_out(x->shape.dim[3], a->pl, a->pr, a->kw, a->sw, a->dw)};
-    set_shape(n, 4, d);
+    int64_t d[4] = {x->shape.dim[0], channels, window_out(window_h(x), a->pt, a->pb, a->kh, a->sh, a->dh),
+                    window_out(window_w(x), a->pl, a->pr, a->kw, a->sw, a->dw)};
+    if (x->shape.ndim == 3) d[2] = d[3]; /* [N, C, L'] */
+    set_shape(n, x->shape.ndim, d);
 }
 
 static poet_status infer_conv2d(const poet_graph *g, poet_node *n, poet_err *err)
 {
     const poet_node *x = in(g, n, 0);
     const poet_attrs *a = &n->attrs;
-    poet_status st = need_rank(n, x, 4, 4, err);
+    poet_status st = need_rank(n, x, 3, 4, err);
     if (st || (st = check_window(n, x, false, err))) return st;
     int64_t cin = x->shape.dim[1], gr = a->groups;
     if (a->features <= 0 || gr <= 0 || cin % gr || a->features % gr)
@@ -135,7 +144,7 @@ static poet_status infer_conv2d(const poet_graph *g, poet_node *n, poet_err *err
 static poet_status infer_pool(const poet_graph *g, poet_node *n, poet_err *err)
 {
     const poet_node *x = in(g, n, 0);
-    poet_status st = need_rank(n, x, 4, 4, err);
+    poet_status st = need_rank(n, x, 3, 4, err);
     if (st || (st = check_window(n, x, true, err))) return st;
     window_shape(n, x, x->shape.dim[1]);
     n->flops = 2.0 * n->attrs.kh * n->attrs.kw * numel_d(&n->shape); /* POET: as if stride 1 */
@@ -145,10 +154,10 @@ static poet_status infer_pool(const poet_graph *g, poet_node *n, poet_err *err)
 static poet_status infer_global_avgpool(const poet_graph *g, poet_node *n, poet_err *err)
 {
     const poet_node *x = in(g, n, 0);
-    poet_status st = need_rank(n, x, 4, 4, err);
+    poet_status st = need_rank(n, x, 3, 4, err);
     if (st) return st;
     int64_t d[4] = {x->shape.dim[0], x->shape.dim[1], 1, 1};
-    set_shape(n, n->attrs.flags & POET_ATTR_KEEPDIMS ? 4 : 2, d);
+    set_shape(n, n->attrs.flags & POET_ATTR_KEEPDIMS ? x->shape.ndim : 2, d);
     n->flops = 2.0 * numel_d(&x->shape);
     return POET_OK;
 }

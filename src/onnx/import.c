@@ -303,22 +303,30 @@ static int padded_activation(importer *im, const Onnx__NodeProto *np, int j, int
     return v ? v->node : -1;
 }
 
-/* kernel_shape, strides, pads, dilations of a 2-d window. */
-static poet_status window_attrs(importer *im, const Onnx__NodeProto *np, poet_attrs *a, bool pool)
+/* kernel_shape, strides, pads, dilations of a window over `dims` (2: H and
+ * W; 1: L of [N, C, L], which poet reads as [N, C, 1, L]). */
+static poet_status window_attrs(importer *im, const Onnx__NodeProto *np, int dims, poet_attrs *a, bool pool)
 {
     int nk, ns, np_, nd;
     const int64_t *k = attr_ints(np, "kernel_shape", &nk), *s = attr_ints(np, "strides", &ns);
     const int64_t *p = attr_ints(np, "pads", &np_), *d = attr_ints(np, "dilations", &nd);
     if (!attr_is(np, "auto_pad", "NOTSET", "NOTSET") && !attr_is(np, "auto_pad", "NOTSET", "VALID"))
         return refuse(im, np, "auto_pad SAME_UPPER or SAME_LOWER is not supported (export with explicit pads)");
-    if ((nk >= 0 && nk != 2) || (ns >= 0 && ns != 2) || (np_ >= 0 && np_ != 4) || (nd >= 0 && nd != 2))
-        return refuse(im, np, "only 2-d windows (N, C, H, W) are supported");
-    if (pool && nd >= 0 && (d[0] != 1 || d[1] != 1)) return refuse(im, np, "pools with dilation are not supported");
+    if ((nk >= 0 && nk != dims) || (ns >= 0 && ns != dims) || (np_ >= 0 && np_ != 2 * dims) ||
+        (nd >= 0 && nd != dims) || dims < 1 || dims > 2)
+        return refuse(im, np, "only 1-d (N, C, L) and 2-d (N, C, H, W) windows are supported");
+    for (int j = 0; pool && j < nd; j++)
+        if (d[j] != 1) return refuse(im, np, "pools with dilation are not supported");
     if (nk < 0 && pool) return refuse(im, np, "kernel_shape is required");
-    if (nk >= 0) a->kh = (int32_t)k[0], a->kw = (int32_t)k[1];
-    a->sh = ns >= 0 ? (int32_t)s[0] : 1, a->sw = ns >= 0 ? (int32_t)s[1] : 1;
-    if (np_ >= 0) a->pt = (int32_t)p[0], a->pl = (int32_t)p[1], a->pb = (int32_t)p[2], a->pr = (int32_t)p[3];
-    a->dh = nd >= 0 ? (int32_t)d[0] : 1, a->dw = nd >= 0 ? (int32_t)d[1] : 1;
+    int h = dims - 2; /* H's index in the lists: -1 where there is none */
+    int64_t one = 1, zero = 0;
+    a->kh = (int32_t)(h >= 0 && nk >= 0 ? k[h] : one), a->kw = (int32_t)(nk >= 0 ? k[dims - 1] : 0);
+    a->sh = (int32_t)(h >= 0 && ns >= 0 ? s[h] : one), a->sw = (int32_t)(ns >= 0 ? s[dims - 1] : one);
+    a->dh = (int32_t)(h >= 0 && nd >= 0 ? d[h] : one), a->dw = (int32_t)(nd >= 0 ? d[dims - 1] : one);
+    if (np_ >= 0) { /* begins of each axis, then ends */
+        a->pt = (int32_t)(h >= 0 ? p[h] : zero), a->pb = (int32_t)(h >= 0 ? p[dims + h] : zero);
+        a->pl = (int32_t)p[dims - 1], a->pr = (int32_t)p[2 * dims - 1];
+    }
     return POET_OK;
 }
 
@@ -336,13 +344,19 @@ static poet_status map_conv(importer *im, const Onnx__NodeProto *np)
     if (!w) return im->err->status;
     const value *b = input_name(np, 2) ? known_value(im, np, 2) : NULL;
     if (input_name(np, 2) && !b) return im->err->status;
-    if (w->t.ndim != 4) return refuse(im, np, "its weights are not 4-d (only 2-d convolutions are supported)");
+    int dims = (int)w->t.ndim - 2; /* 1-d convolutions read [N, C, L] as [N, C, 1, L] */
+    if (dims != 1 && dims != 2) return refuse(im, np, "only 1-d and 2-d convolutions are supported");
+    int64_t kh = dims == 2 ? w->t.dims[2] : 1, kw = w->t.dims[w->t.ndim - 1];
     poet_attrs a = {.features = (int32_t)w->t.dims[0], .groups = (int32_t)attr_int(np, "group", 1),
-                    .kh = (int32_t)w->t.dims[2], .kw = (int32_t)w->t.dims[3], .flags = b ? 0 : POET_ATTR_NO_BIAS};
-    poet_status st = window_attrs(im, np, &a, false);
+                    .kh = (int32_t)kh, .kw = (int32_t)kw, .flags = b ? 0 : POET_ATTR_NO_BIAS};
+    int nk;
+    attr_ints(np, "kernel_shape", &nk);
+    poet_status st = window_attrs(im, np, dims, &a, false);
     if (st) return st;
+    if (nk < 0) a.kh = (int32_t)kh, a.kw = (int32_t)kw;
     add_pads(&a, pad);
-    if (a.kh != w->t.dims[2] || a.kw != w->t.dims[3]) return refuse(im, np, "kernel_shape differs from the weights'");
+    if (a.kh != kh || a.kw != kw) return refuse(im, np, "kernel_shape differs from the weights'");
+    if (shape_of(im, x)->ndim != dims + 2) return refuse(im, np, "its input's rank does not fit its weights'");
     int v = add_node(im, POET_OP_CONV2D, &x, 1, &a, np->output[0]);
     if (v < 0) return im->err->status;
     if (w->t.n + (b ? b->t.n : 0) != im->m->graph.nodes[v].params)
@@ -570,11 +584,13 @@ static const value *known_operand(importer *im, const Onnx__NodeProto *n, const 
     return NULL;
 }
 
-/* ReduceMean over H and W of N, C, H, W: a global average pool. */
+/* ReduceMean over H and W of N, C, H, W, or over L of N, C, L: a global
+ * average pool. */
 static bool spatial_mean(const Onnx__NodeProto *np, int rank)
 {
     int na;
     const int64_t *axes = attr_ints(np, "axes", &na);
+    if (rank == 3 && na == 1) return axes[0] == 2 || axes[0] == -1;
     if (rank != 4 || na != 2) return false;
     int64_t a = axes[0] < 0 ? axes[0] + 4 : axes[0], b = axes[1] < 0 ? axes[1] + 4 : axes[1];
     return (a == 2 && b == 3) || (a == 3 && b == 2);
@@ -585,14 +601,15 @@ static poet_status map_layernorm_pattern(importer *im, const Onnx__NodeProto *np
     int x = activation(im, np, 0);
     if (x < 0) return im->err->status;
     int rank = shape_of(im, x)->ndim;
-    if (spatial_mean(np, rank))
+    const char *what = "ReduceMean is supported only over H and W or L (a global average pool) or as the start of a "
+                       "layer norm over the last dimension";
+    /* the mean over L of [N, C, L] is also over the last dimension: a layer norm where the pattern follows */
+    int sub = next_reader(im, at, np->output[0], "Sub");
+    bool norm = reduces_last(np, rank) && sub >= 0 && strcmp(im->gp->node[sub]->input[0], np->input[0]) == 0;
+    if (!norm && spatial_mean(np, rank))
         return map_unary(im, np, POET_OP_GLOBAL_AVGPOOL,
                          &(poet_attrs){.flags = attr_int(np, "keepdims", 1) ? POET_ATTR_KEEPDIMS : 0});
-    const char *what = "ReduceMean is supported only over H and W (a global average pool) or as the start of a "
-                       "layer norm over the last dimension";
-    int sub = next_reader(im, at, np->output[0], "Sub");
-    if (!reduces_last(np, rank) || sub < 0 || strcmp(im->gp->node[sub]->input[0], np->input[0]) != 0)
-        return refuse(im, np, what);
+    if (!norm) return refuse(im, np, what);
     const char *d = im->gp->node[sub]->output[0];
     int pw = next_reader(im, sub, d, "Pow");
     int mean2 = pw < 0 ? -1 : next_reader(im, pw, im->gp->node[pw]->output[0], "ReduceMean");
@@ -627,7 +644,7 @@ static poet_status map_layernorm_pattern(importer *im, const Onnx__NodeProto *np
  * to an average that does not count padding. */
 static void ceil_windows(const poet_shape *x, poet_attrs *a)
 {
-    int64_t size[2] = {x->dim[2], x->dim[3]}, k[2] = {a->kh, a->kw}, s[2] = {a->sh, a->sw};
+    int64_t size[2] = {x->ndim == 3 ? 1 : x->dim[2], x->dim[x->ndim - 1]}, k[2] = {a->kh, a->kw}, s[2] = {a->sh, a->sw};
     int32_t *lo[2] = {&a->pt, &a->pl}, *hi[2] = {&a->pb, &a->pr};
     for (int d = 0; d < 2; d++) {
         int64_t span = size[d] + *lo[d] + *hi[d] - k[d];
@@ -646,7 +663,9 @@ static poet_status map_pool(importer *im, const Onnx__NodeProto *np, bool max)
     if (max && attr_int(np, "storage_order", 0)) return refuse(im, np, "storage_order 1 is not supported");
     bool count_pad = !max && attr_int(np, "count_include_pad", 0);
     poet_attrs a = {0};
-    poet_status st = window_attrs(im, np, &a, true);
+    int nk;
+    attr_ints(np, "kernel_shape", &nk);
+    poet_status st = window_attrs(im, np, nk < 0 ? 2 : nk, &a, true);
     int32_t pad[4] = {0};
     int x = st ? -1 : max ? activation(im, np, 0) : padded_activation(im, np, 0, pad);
     if (x < 0) return st ? st : im->err->status;

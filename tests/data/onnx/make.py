@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Writes the small ONNX files the CLI and device tests read (committed, so
 that the tests need no Python): models poet must refuse, one line each,
-and a digits CNN and a small vision transformer exported by
+and a digits CNN, a 1-d CNN and a small vision transformer exported by
 torch.onnx.export.
 
 usage: tests/data/onnx/make.py   (Debian's python3-onnx and python3-torch)"""
@@ -69,6 +69,17 @@ cnn = nn.Sequential(nn.Conv2d(1, 8, 3, 1, 1), nn.BatchNorm2d(8), nn.ReLU(), nn.M
                     nn.Conv2d(8, 16, 3, 1, 1), nn.BatchNorm2d(16), nn.ReLU(), nn.Flatten(), nn.Linear(16 * 16, 10))
 cnn.eval()
 torch.onnx.export(cnn, torch.zeros(1, 1, 8, 8), os.path.join(here, "digits_cnn.onnx"), input_names=["x"],
+                  output_names=["logits"], dynamic_axes={"x": {0: "batch"}}, opset_version=14,
+                  training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)
+
+# a 1-d CNN over the digits' rows (8 channels of 8 samples), as sensor and
+# audio models are
+torch.manual_seed(5)
+cnn1d = nn.Sequential(nn.Conv1d(8, 16, 3, padding=1), nn.BatchNorm1d(16), nn.ReLU(), nn.MaxPool1d(2),
+                      nn.Conv1d(16, 16, 3, padding=1), nn.BatchNorm1d(16), nn.ReLU(), nn.AdaptiveAvgPool1d(1),
+                      nn.Flatten(), nn.Linear(16, 10))
+cnn1d.eval()
+torch.onnx.export(cnn1d, torch.zeros(1, 8, 8), os.path.join(here, "digits_1d.onnx"), input_names=["x"],
                   output_names=["logits"], dynamic_axes={"x": {0: "batch"}}, opset_version=14,
                   training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)
 
