@@ -361,6 +361,9 @@ has "ONNX: nearest Resize by 3 is an upsample2d" "upsample2d 1" "$tmp/out"
 refuse "ONNX: nearest Resize that does not repeat" "node 'resize' (Resize): its coordinate transformation and nearest mode" \
     "$poet" import "$onnx/resize_asymmetric_round.onnx"
 refuse "ONNX: linear Resize" "node 'resize' (Resize): only mode nearest" "$poet" import "$onnx/resize_linear.onnx"
+ok "ONNX: a Softmax at the output" "$poet" import "$onnx/softmax_out.onnx" --batch 2
+has "ONNX: the loss takes the output's Softmax over" "takes over its final Softmax" "$tmp/out"
+has "ONNX: ... so no softmax node is left" "linear 1 softmax_ce 1$" "$tmp/out"
 refuse "ONNX: tied weights" "initializer 'tied' is the weights of two nodes (tied weights)" \
     "$poet" import "$onnx/tied.onnx"
 # a fuzz find: the Add after a MatMul, which the importer fuses into a linear layer, without an output

@@ -49,6 +49,7 @@ int cmd_import(int argc, char **argv)
         dims = cJSON_AddArrayToObject(j, "input_shape");
         for (int k = 0; k < s.input_ndim; k++) cJSON_AddItemToArray(dims, cJSON_CreateNumber((double)s.input_dims[k]));
         cJSON_AddStringToObject(j, "output", s.output);
+        if (*s.output_op) cJSON_AddStringToObject(j, "output_op_in_loss", s.output_op);
         ops = cJSON_AddObjectToObject(j, "ops");
         for (int k = 0; k < POET_OP_COUNT; k++)
             if (count[k]) cJSON_AddNumberToObject(ops, poet_op_name((poet_op)k), count[k]);
@@ -57,7 +58,9 @@ int cmd_import(int argc, char **argv)
         printf("%s: opset %d, %d ONNX nodes (%d folded at import)\n", file, s.opset, s.onnx_nodes, s.folded);
         printf("  input '%s' [", s.input);
         for (int k = 0; k < s.input_ndim; k++) printf("%s%lld", k ? ", " : "", (long long)s.input_dims[k]);
-        printf("], output '%s' under softmax cross-entropy\n", s.output);
+        printf("], output '%s' under softmax cross-entropy", s.output);
+        if (*s.output_op) printf(" (which takes over its final %s)", s.output_op);
+        printf("\n");
         printf("  %d forward nodes and the loss, %d in all with the backward pass:", s.forward_nodes - 1, g->n_nodes);
         for (int k = 0; k < POET_OP_COUNT; k++)
             if (count[k]) printf(" %s %d", poet_op_name((poet_op)k), count[k]);

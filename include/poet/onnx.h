@@ -55,6 +55,7 @@ typedef struct poet_onnx_summary {
     int initializers;     /* bound to poet's weights or buffers */
     uint64_t params, buffers;
     char input[POET_NAME_BYTES], output[POET_NAME_BYTES];
+    char output_op[16];   /* "Softmax" or "LogSoftmax" where the output ends with one, which the loss takes over */
     int64_t input_dims[POET_MAX_DIMS];
     int input_ndim;
 } poet_onnx_summary;

@@ -23,6 +23,7 @@ typedef struct importer {
     uint64_t cap_params, cap_buffers;
     int cap_bind;
     int batch, folded;
+    const char *loss_output; /* the output the loss reads */
     poet_err *err;
 } importer;
 
@@ -1054,6 +1055,29 @@ static poet_status map_resize(importer *im, const Onnx__NodeProto *np)
     return emit(im, np, POET_OP_UPSAMPLE2D, &x, 1, &a);
 }
 
+/* A Softmax or LogSoftmax over the classes that makes the output the loss
+ * reads (PyTorch's MNIST example ends with log_softmax): the loss, softmax
+ * cross-entropy, takes it over and reads its input. Exact for LogSoftmax,
+ * whose softmax is the input's; the intent for Softmax (probabilities out,
+ * trained on their logits). The ONNX written back keeps it. */
+static bool ends_output(const importer *im, const Onnx__NodeProto *np)
+{
+    return (onnx_is_op(np, "Softmax") || onnx_is_op(np, "LogSoftmax")) && np->n_output > 0 && im->loss_output &&
+           strcmp(np->output[0], im->loss_output) == 0;
+}
+
+static poet_status map_output_softmax(importer *im, const Onnx__NodeProto *np)
+{
+    int x = activation(im, np, 0);
+    if (x < 0) return im->err->status;
+    int r = shape_of(im, x)->ndim;
+    int64_t axis = attr_int(np, "axis", im->opset >= 13 ? -1 : 1);
+    if (axis < 0) axis += r;
+    if (axis != r - 1) return refuse(im, np, "a softmax at the output over other than the last axis (the classes)");
+    snprintf(im->m->summary.output_op, sizeof im->m->summary.output_op, "%s", np->op_type);
+    return name_output(im, np, 0, x);
+}
+
 static poet_status map_softmax(importer *im, const Onnx__NodeProto *np)
 {
     int x = activation(im, np, 0);
@@ -1215,6 +1239,7 @@ static poet_status map_node(importer *im, const Onnx__NodeProto *np, int at)
     if (onnx_is_op(np, "Slice")) return map_slice(im, np);
     if (onnx_is_op(np, "Gather")) return map_gather(im, np);
     if (onnx_is_op(np, "Resize") || onnx_is_op(np, "Upsample")) return map_resize(im, np);
+    if (ends_output(im, np)) return map_output_softmax(im, np);
     if (onnx_is_op(np, "Softmax")) return map_softmax(im, np);
     if (onnx_is_op(np, "Dropout")) return map_dropout(im, np);
     if (onnx_is_op(np, "Cast")) {
@@ -1322,7 +1347,7 @@ static poet_status count_uses(importer *im)
  * as rows. */
 static poet_status add_loss(importer *im, const poet_onnx_options *o)
 {
-    const char *name = o && o->output ? o->output : im->gp->n_output ? im->gp->output[0]->name : NULL;
+    const char *name = im->loss_output;
     int v = name ? find(im, name) : -1;
     if (v < 0 || im->vals[v].node < 0)
         return poet_fail(im->err, POET_ERR_NOT_FOUND, "the model has no output %s%s%s computed from its input",
@@ -1371,6 +1396,7 @@ static poet_status refuse_tied(importer *im)
 static poet_status build(importer *im, const poet_onnx_options *o)
 {
     poet_status st;
+    im->loss_output = o && o->output ? o->output : im->gp->n_output ? im->gp->output[0]->name : NULL;
     if ((st = grow_slots(im)) || (st = read_initializers(im)) || (st = read_input(im, o)) || (st = count_uses(im)))
         return st;
     int nodes = (int)im->gp->n_node;
@@ -1427,7 +1453,7 @@ poet_status poet_onnx_import_bytes(const uint8_t *data, size_t len, const char *
         st = poet_fail(err, POET_ERR_UNSUPPORTED, "%s: opset %d (poet reads opsets 7 to 17)", name, opset);
     if (!st) st = poet_graph_init(&m->graph, mp->graph->name && *mp->graph->name ? mp->graph->name : "onnx",
                                   o && o->batch > 0 ? o->batch : 1, err);
-    importer im = {mp->graph, opset, m, NULL, 0, 0, NULL, 0, NULL, NULL, 0, 0, 0, 0, 0, err};
+    importer im = {mp->graph, opset, m, NULL, 0, 0, NULL, 0, NULL, NULL, 0, 0, 0, 0, 0, NULL, err};
     if (!st) st = build(&im, o);
     importer_free(&im);
     onnx__model_proto__free_unpacked(mp, NULL);

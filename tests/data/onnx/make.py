@@ -48,6 +48,10 @@ for name, attrs in [("resize_half_pixel", {}),
                     ("resize_linear", {"mode": "linear"})]:
     save(name, [helper.make_node("Resize", ["img", "", "by3"], ["y"], name="resize", **attrs)],
          [helper.make_tensor_value_info("img", TensorProto.FLOAT, ["batch", 1, 8, 8])], [y], [by3])
+# probabilities out: the loss takes the final Softmax over
+w44 = helper.make_tensor("w44", TensorProto.FLOAT, [4, 4], [0.1 * k for k in range(16)])
+save("softmax_out", [helper.make_node("Gemm", ["x", "w44"], ["z"], name="dense"),
+                     helper.make_node("Softmax", ["z"], ["y"], name="probs", axis=1)], [x], [y], [w44])
 # an attribute value poet does not support
 img = helper.make_tensor_value_info("img", TensorProto.FLOAT, ["batch", 1, 8, 8])
 k = helper.make_tensor("k", TensorProto.FLOAT, [2, 1, 3, 3], [0.1] * 18)
