@@ -1066,13 +1066,23 @@ static bool ends_output(const importer *im, const Onnx__NodeProto *np)
            strcmp(np->output[0], im->loss_output) == 0;
 }
 
-static poet_status map_output_softmax(importer *im, const Onnx__NodeProto *np)
+/* The input of a Softmax or LogSoftmax and its axis, counted from 0; the
+ * input is -1 after an error. */
+static int softmax_input(importer *im, const Onnx__NodeProto *np, int64_t *axis, int *rank)
 {
     int x = activation(im, np, 0);
+    if (x < 0) return -1;
+    *rank = shape_of(im, x)->ndim;
+    *axis = attr_int(np, "axis", im->opset >= 13 ? -1 : 1);
+    if (*axis < 0) *axis += *rank;
+    return x;
+}
+
+static poet_status map_output_softmax(importer *im, const Onnx__NodeProto *np)
+{
+    int64_t axis;
+    int r, x = softmax_input(im, np, &axis, &r);
     if (x < 0) return im->err->status;
-    int r = shape_of(im, x)->ndim;
-    int64_t axis = attr_int(np, "axis", im->opset >= 13 ? -1 : 1);
-    if (axis < 0) axis += r;
     if (axis != r - 1) return refuse(im, np, "a softmax at the output over other than the last axis (the classes)");
     snprintf(im->m->summary.output_op, sizeof im->m->summary.output_op, "%s", np->op_type);
     return name_output(im, np, 0, x);
@@ -1080,15 +1090,13 @@ static poet_status map_output_softmax(importer *im, const Onnx__NodeProto *np)
 
 static poet_status map_softmax(importer *im, const Onnx__NodeProto *np)
 {
-    int x = activation(im, np, 0);
+    int64_t axis;
+    int r, x = softmax_input(im, np, &axis, &r);
     if (x < 0) return im->err->status;
-    int r = shape_of(im, x)->ndim;
-    int64_t axis = attr_int(np, "axis", im->opset >= 13 ? -1 : 1);
-    if (axis < 0) axis += r;
     if (im->opset < 13 && axis != r - 1)
         return refuse(im, np, "below opset 13 only softmax over the last axis is supported");
     poet_attrs a = {.axis = (int32_t)axis};
-    return map_unary(im, np, POET_OP_SOFTMAX, &a);
+    return emit(im, np, POET_OP_SOFTMAX, &x, 1, &a);
 }
 
 static poet_status map_dropout(importer *im, const Onnx__NodeProto *np)
