@@ -153,6 +153,8 @@ def forward(g, params, running):
             y = torch.clamp(n["alpha"] * ins[0] + n["beta"], 0.0, 1.0)
         elif op == "hardswish":
             y = F.hardswish(ins[0])
+        elif op == "leaky_relu":
+            y = F.leaky_relu(ins[0], n["alpha"])
         elif op == "clip":
             y = F.hardtanh(ins[0], n["alpha"], n["beta"])
         elif op == "transpose":

@@ -1229,6 +1229,8 @@ static poet_status map_node(importer *im, const Onnx__NodeProto *np, int at)
     if (onnx_is_op(np, "Mul")) return map_binary(im, np, POET_OP_MUL);
     if (onnx_is_op(np, "Div")) return map_binary(im, np, POET_OP_DIV);
     if (onnx_is_op(np, "Clip")) return map_clip(im, np);
+    if (onnx_is_op(np, "LeakyRelu"))
+        return map_unary(im, np, POET_OP_LEAKY_RELU, &(poet_attrs){.alpha = attr_float(np, "alpha", 0.01f)});
     if (onnx_is_op(np, "HardSigmoid"))
         return map_unary(im, np, POET_OP_HARDSIGMOID,
                          &(poet_attrs){.alpha = attr_float(np, "alpha", 0.2f), .beta = attr_float(np, "beta", 0.5f)});
