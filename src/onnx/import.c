@@ -1036,7 +1036,8 @@ static poet_status map_resize(importer *im, const Onnx__NodeProto *np)
     int64_t out[4];
     for (int k = 0; k < 4; k++) {
         if (sizes && sizes->n == 4) out[k] = tensor_int(sizes, (uint64_t)k);
-        else if (scales && scales->n == 4) out[k] = (int64_t)floor((double)s->dim[k] * tensor_real(scales, (uint64_t)k));
+        else if (scales && scales->n == 4)
+            out[k] = (int64_t)floor((double)s->dim[k] * tensor_real(scales, (uint64_t)k));
         else if (ns == 4) out[k] = (int64_t)floor((double)s->dim[k] * fs[k]);
         else return refuse(im, np, "it needs four scales or four sizes");
     }
