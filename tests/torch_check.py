@@ -155,6 +155,10 @@ def forward(g, params, running):
             y = F.hardswish(ins[0])
         elif op == "leaky_relu":
             y = F.leaky_relu(ins[0], n["alpha"])
+        elif op == "softplus":
+            y = F.softplus(ins[0])
+        elif op == "elu":
+            y = F.elu(ins[0], n["alpha"])
         elif op == "clip":
             y = F.hardtanh(ins[0], n["alpha"], n["beta"])
         elif op == "transpose":

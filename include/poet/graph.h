@@ -58,6 +58,8 @@ typedef enum poet_op {
                              * weight gradient reads */
     POET_OP_UPSAMPLE2D,   /* nearest neighbour: each element of H and W repeated sh x sw times */
     POET_OP_LEAKY_RELU,   /* x where x > 0, alpha x elsewhere */
+    POET_OP_SOFTPLUS,     /* log(1 + exp(x)): Mish's first step */
+    POET_OP_ELU,          /* x where x > 0, alpha (exp(x) - 1) elsewhere */
     POET_OP_COUNT
 } poet_op;
 
@@ -105,7 +107,7 @@ typedef struct poet_attrs {
     int32_t perm[POET_MAX_DIMS];      /* transpose */
     int32_t flags;                    /* POET_ATTR_* */
     float p;                          /* dropout probability */
-    float alpha, beta;                /* clip: min, max; hardsigmoid: slope, offset; leaky_relu: alpha */
+    float alpha, beta;                /* clip: min, max; hardsigmoid: slope, offset; leaky_relu, elu: alpha */
     float eps, momentum;              /* batch and layer norm (0: 1e-5; 0: 0.1, PyTorch's) */
 } poet_attrs;
 

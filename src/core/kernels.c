@@ -747,6 +747,8 @@ static float unary_forward(const knode *n, float x)
     case POET_OP_HARDSWISH: return x * clampf(x + 3.0f, 0.0f, 6.0f) / 6.0f;
     case POET_OP_CLIP: return clampf(x, a->alpha, a->beta);
     case POET_OP_LEAKY_RELU: return x > 0 ? x : a->alpha * x;
+    case POET_OP_SOFTPLUS: return x > 20.0f ? x : poet_logf(1.0f + poet_expf(x)); /* PyTorch's threshold */
+    case POET_OP_ELU: return x > 0 ? x : a->alpha * (poet_expf(x) - 1.0f);
     default: /* gelu */
         if (a->flags & POET_ATTR_GELU_ERF) return 0.5f * x * (1.0f + poet_erff(x * SQRT_HALF));
         return 0.5f * x * (1.0f + poet_tanhf(GELU_C * (x + 0.044715f * x * x * x)));
@@ -769,6 +771,8 @@ static float unary_backward(const knode *f, float dy, float x, float y)
     case POET_OP_HARDSWISH: return x < -3.0f ? 0.0f : x <= 3.0f ? dy * (x / 3.0f + 0.5f) : dy;
     case POET_OP_CLIP: return x > a->alpha && x < a->beta ? dy : 0.0f; /* hardtanh's: relu6 exports as clip */
     case POET_OP_LEAKY_RELU: return x > 0 ? dy : a->alpha * dy;
+    case POET_OP_SOFTPLUS: return x > 20.0f ? dy : dy / (1.0f + poet_expf(-x));
+    case POET_OP_ELU: return x > 0 ? dy : dy * a->alpha * poet_expf(x);
     default: /* gelu */
         if (a->flags & POET_ATTR_GELU_ERF) {
             float cdf = 0.5f * (1.0f + poet_erff(x * SQRT_HALF)), pdf = 0.5f * TWO_BY_SQRT_PI * SQRT_HALF * poet_expf(-0.5f * x * x);
@@ -1420,6 +1424,8 @@ static const struct {
     [POET_OP_HARDSWISH] = {unary_run_forward, unary_run_backward},
     [POET_OP_CLIP] = {unary_run_forward, unary_run_backward},
     [POET_OP_LEAKY_RELU] = {unary_run_forward, unary_run_backward},
+    [POET_OP_SOFTPLUS] = {unary_run_forward, unary_run_backward},
+    [POET_OP_ELU] = {unary_run_forward, unary_run_backward},
 };
 
 /* The kernel of a node: a forward op's own, a grad node's its forward op's

@@ -257,6 +257,8 @@ UNARY(hardsigmoid, 3.0)
 UNARY(hardswish, 4.0)
 UNARY(clip, 1.0)
 UNARY(leaky_relu, 2.0) /* compare, multiply */
+UNARY(softplus, 8.0)   /* exp, log, add */
+UNARY(elu, 5.0)
 #undef UNARY
 
 static poet_status infer_dropout(const poet_graph *g, poet_node *n, poet_err *err)
@@ -633,6 +635,8 @@ static const op_def OPS[POET_OP_COUNT] = {
     [POET_OP_SLICE] = {"slice", 1, 1, infer_slice, GRAD_PER_INPUT, {0, 0}, false, NULL, NULL},
     [POET_OP_UPSAMPLE2D] = {"upsample2d", 1, 1, infer_upsample2d, GRAD_PER_INPUT, {0, 0}, false, NULL, NULL},
     [POET_OP_LEAKY_RELU] = {"leaky_relu", 1, 1, infer_leaky_relu, GRAD_PER_INPUT, {READ_IN0, 0}, false, NULL, NULL},
+    [POET_OP_SOFTPLUS] = {"softplus", 1, 1, infer_softplus, GRAD_PER_INPUT, {READ_IN0, 0}, false, NULL, NULL},
+    [POET_OP_ELU] = {"elu", 1, 1, infer_elu, GRAD_PER_INPUT, {READ_IN0, 0}, false, NULL, NULL},
 };
 
 const op_def *op_get(poet_op op)

@@ -1208,7 +1208,7 @@ typedef struct unary_op {
 } unary_op;
 
 static const unary_op UNARY[] = {{"Relu", POET_OP_RELU},     {"Sigmoid", POET_OP_SIGMOID}, {"Tanh", POET_OP_TANH},
-                                 {"Erf", POET_OP_ERF},       {"HardSwish", POET_OP_HARDSWISH},
+                                 {"Erf", POET_OP_ERF}, {"Softplus", POET_OP_SOFTPLUS},       {"HardSwish", POET_OP_HARDSWISH},
                                  {"GlobalAveragePool", POET_OP_GLOBAL_AVGPOOL}};
 
 static poet_status map_node(importer *im, const Onnx__NodeProto *np, int at)
@@ -1232,6 +1232,7 @@ static poet_status map_node(importer *im, const Onnx__NodeProto *np, int at)
     if (onnx_is_op(np, "Clip")) return map_clip(im, np);
     if (onnx_is_op(np, "LeakyRelu"))
         return map_unary(im, np, POET_OP_LEAKY_RELU, &(poet_attrs){.alpha = attr_float(np, "alpha", 0.01f)});
+    if (onnx_is_op(np, "Elu")) return map_unary(im, np, POET_OP_ELU, &(poet_attrs){.alpha = attr_float(np, "alpha", 1.0f)});
     if (onnx_is_op(np, "HardSigmoid"))
         return map_unary(im, np, POET_OP_HARDSIGMOID,
                          &(poet_attrs){.alpha = attr_float(np, "alpha", 0.2f), .beta = attr_float(np, "beta", 0.5f)});
