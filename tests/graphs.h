@@ -127,8 +127,8 @@ static int tg_seq_onnx(poet_graph *g)
 
 /* One-dimensional windows over [N, C, L] (time series, audio): a padded
  * conv, batch norm, relu, a max pool, a strided dilated grouped conv, leaky
- * relu, softplus, elu, an average pool counting its padding, global pooling
- * that keeps its dimensions, linear. */
+ * relu, softplus, elu, prelu with a slope per channel, an average pool
+ * counting its padding, global pooling that keeps its dimensions, linear. */
 static int tg_cnn1d(poet_graph *g)
 {
     poet_attrs none = {0};
@@ -142,6 +142,7 @@ static int tg_cnn1d(poet_graph *g)
                             .groups = 2});
     x = tg_add(g, POET_OP_LEAKY_RELU, x, -1, (poet_attrs){.alpha = 0.1f});
     x = tg_add(g, POET_OP_ELU, tg_add(g, POET_OP_SOFTPLUS, x, -1, none), -1, (poet_attrs){.alpha = 0.7f});
+    x = tg_add(g, POET_OP_PRELU, x, -1, (poet_attrs){.ndim = 2, .dim = {6, 1}});
     x = tg_add(g, POET_OP_AVGPOOL2D, x, -1,
                (poet_attrs){.kh = 1, .kw = 2, .sh = 1, .sw = 1, .pl = 1, .flags = POET_ATTR_COUNT_PAD});
     x = tg_add(g, POET_OP_GLOBAL_AVGPOOL, x, -1, (poet_attrs){.flags = POET_ATTR_KEEPDIMS});

@@ -132,14 +132,14 @@ class Sensor1d(nn.Module):
     """A 1-d CNN over a 3-axis accelerometer's samples, as activity
     recognition and keyword spotting use on microcontrollers: a padded
     Conv1d, BatchNorm1d, MaxPool1d, a strided, dilated, grouped Conv1d,
-    LeakyReLU, Mish (Softplus, Tanh, Mul), ELU, AvgPool1d,
+    LeakyReLU, Mish (Softplus, Tanh, Mul), ELU, PReLU, AvgPool1d,
     AdaptiveAvgPool1d."""
 
     def __init__(self):
         super().__init__()
         self.f = nn.Sequential(nn.Conv1d(3, 8, 5, padding=2), nn.BatchNorm1d(8), nn.ReLU(), nn.MaxPool1d(2),
                                nn.Conv1d(8, 8, 3, stride=2, padding=2, dilation=2, groups=2), nn.LeakyReLU(0.1),
-                               nn.Conv1d(8, 8, 1), nn.Mish(), nn.Conv1d(8, 8, 1), nn.ELU(0.7),
+                               nn.Conv1d(8, 8, 1), nn.Mish(), nn.Conv1d(8, 8, 1), nn.ELU(0.7), nn.PReLU(8),
                                nn.AvgPool1d(2), nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(8, 6))
 
     def forward(self, x):

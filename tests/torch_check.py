@@ -159,6 +159,8 @@ def forward(g, params, running):
             y = F.softplus(ins[0])
         elif op == "elu":
             y = F.elu(ins[0], n["alpha"])
+        elif op == "prelu":
+            y = torch.where(ins[0] > 0, ins[0], w.reshape(n["dims"]) * ins[0])
         elif op == "clip":
             y = F.hardtanh(ins[0], n["alpha"], n["beta"])
         elif op == "transpose":

@@ -60,6 +60,7 @@ typedef enum poet_op {
     POET_OP_LEAKY_RELU,   /* x where x > 0, alpha x elsewhere */
     POET_OP_SOFTPLUS,     /* log(1 + exp(x)): Mish's first step */
     POET_OP_ELU,          /* x where x > 0, alpha (exp(x) - 1) elsewhere */
+    POET_OP_PRELU,        /* x where x > 0, slope x elsewhere: the slope a trained operand, broadcast */
     POET_OP_COUNT
 } poet_op;
 
@@ -93,7 +94,7 @@ enum {
 /* Every field is 4 bytes, so the struct has one layout everywhere (the
  * device image carries it as it is). */
 typedef struct poet_attrs {
-    int32_t ndim, dim[POET_MAX_DIMS]; /* input: its shape; reshape: the output's; add...div, concat: the operand's */
+    int32_t ndim, dim[POET_MAX_DIMS]; /* input: its shape; reshape: the output's; add...div, concat, prelu: the operand's */
     int32_t features;                 /* conv2d: output channels; linear: output features; channel_select: kept */
     int32_t kernel, stride, pad;      /* conv2d, pools: square shorthands for the fields below */
     int32_t kh, kw, sh, sw;           /* window and strides */

@@ -984,6 +984,28 @@ static void binary_backward(const kernel_ctx *c)
     if (c->grad_w) binary_grad_of(f, &p, g.dy, p.a_is_operand, bc, c->grad_w, (idx)f->params);
 }
 
+/* prelu: x above 0, slope x below; the slope's gradient sums x dY below 0
+ * over where it was broadcast, in the output's order */
+static void prelu_forward(const kernel_ctx *c)
+{
+    const knode *x = node_in(c, 0);
+    const float *in = c->in[0], *slope = c->params;
+    bcast bc = bcast_of(c->n, x->dim, x->ndim, c->n->attrs.dim, c->n->attrs.ndim);
+    FOR_BCAST(bc, o, ia, ib, c->out[o] = in[ia] > 0 ? in[ia] : slope[ib] * in[ia]);
+}
+
+static void prelu_backward(const kernel_ctx *c)
+{
+    const knode *f = fwd_of(c), *x = fwd_in(c, 0);
+    grad_reads g = reads_of(c);
+    const float *slope = c->params;
+    bcast bc = bcast_of(f, x->dim, x->ndim, f->attrs.dim, f->attrs.ndim);
+    if (c->n->wrt >= 0) FOR_BCAST(bc, o, ia, ib, c->out[ia] = g.x0[ia] > 0 ? g.dy[o] : slope[ib] * g.dy[o]);
+    if (!c->grad_w) return;
+    memset(c->grad_w, 0, (size_t)f->params * sizeof(float));
+    FOR_BCAST(bc, o, ia, ib, c->grad_w[ib] += g.x0[ia] > 0 ? 0.0f : g.x0[ia] * g.dy[o]);
+}
+
 /* ---- matmul: [..., M, K] x [..., K, N], leading dimensions broadcast ---- */
 
 typedef struct mm_dims {
@@ -1425,6 +1447,7 @@ static const struct {
     [POET_OP_CLIP] = {unary_run_forward, unary_run_backward},
     [POET_OP_LEAKY_RELU] = {unary_run_forward, unary_run_backward},
     [POET_OP_SOFTPLUS] = {unary_run_forward, unary_run_backward},
+    [POET_OP_PRELU] = {prelu_forward, prelu_backward},
     [POET_OP_ELU] = {unary_run_forward, unary_run_backward},
 };
 

@@ -330,6 +330,22 @@ static poet_status infer_binary(const poet_graph *g, poet_node *n, poet_err *err
     return POET_OK;
 }
 
+/* PReLU: its trained slope (the operand) broadcasts into the input, whose
+ * shape it keeps. */
+static poet_status infer_prelu(const poet_graph *g, poet_node *n, poet_err *err)
+{
+    const poet_node *x = in(g, n, 0);
+    poet_shape slope = shape_of_attrs(&n->attrs), out;
+    poet_status st = check_dims(n, &slope, "its slope", err);
+    if (st) return st;
+    if (!broadcast(&x->shape, &slope, &out) || !same_shape(&out, &x->shape))
+        return poet_fail(err, POET_ERR_INVALID, "prelu '%s': its slope does not broadcast into its input", n->name);
+    n->shape = x->shape;
+    n->params = poet_shape_numel(&slope);
+    n->flops = 2.0 * numel_d(&x->shape);
+    return POET_OK;
+}
+
 /* With a trained operand one node computes the input's gradient and the
  * operand's; otherwise one node per input. */
 static grad_rule binary_grad(const poet_node *n)
@@ -636,6 +652,7 @@ static const op_def OPS[POET_OP_COUNT] = {
     [POET_OP_UPSAMPLE2D] = {"upsample2d", 1, 1, infer_upsample2d, GRAD_PER_INPUT, {0, 0}, false, NULL, NULL},
     [POET_OP_LEAKY_RELU] = {"leaky_relu", 1, 1, infer_leaky_relu, GRAD_PER_INPUT, {READ_IN0, 0}, false, NULL, NULL},
     [POET_OP_SOFTPLUS] = {"softplus", 1, 1, infer_softplus, GRAD_PER_INPUT, {READ_IN0, 0}, false, NULL, NULL},
+    [POET_OP_PRELU] = {"prelu", 1, 1, infer_prelu, GRAD_FUSED, {READ_IN0, 0, READ_IN0}, false, NULL, NULL},
     [POET_OP_ELU] = {"elu", 1, 1, infer_elu, GRAD_PER_INPUT, {READ_IN0, 0}, false, NULL, NULL},
 };
 

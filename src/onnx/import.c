@@ -484,6 +484,24 @@ static poet_status map_binary(importer *im, const Onnx__NodeProto *np, poet_op o
     return st ? st : name_output(im, np, 0, v);
 }
 
+/* PRelu: x, or slope x below 0, its slope an initializer that trains
+ * (nn.PReLU's weight), broadcast into x. */
+static poet_status map_prelu(importer *im, const Onnx__NodeProto *np)
+{
+    int x = activation(im, np, 0);
+    const value *v = x < 0 ? NULL : known_value(im, np, 1);
+    if (!v) return im->err->status;
+    const value *slope = trained_tensor(im, v);
+    if (!slope) return refuse(im, np, "its slope is not an initializer (poet trains it)");
+    if (slope->t.ndim > POET_MAX_DIMS) return refuse(im, np, "a slope of more than 4 dimensions");
+    poet_attrs a = {.ndim = slope->t.ndim ? slope->t.ndim : 1, .dim = {1}};
+    for (int k = 0; k < slope->t.ndim; k++) a.dim[k] = (int32_t)slope->t.dims[k];
+    int y = add_node(im, POET_OP_PRELU, &x, 1, &a, np->output[0]);
+    if (y < 0) return im->err->status;
+    poet_status st = fill(im, slope, false, 0, 0, 0);
+    return st ? st : name_output(im, np, 0, y);
+}
+
 static poet_status map_unary(importer *im, const Onnx__NodeProto *np, poet_op op, const poet_attrs *a)
 {
     int x = activation(im, np, 0);
@@ -1163,6 +1181,12 @@ static poet_status fold(importer *im, const Onnx__NodeProto *np)
     int of = onnx_is_op(np, "Expand") ? find(im, np->input[0]) : -1;
     const value *trained = of >= 0 ? trained_tensor(im, &im->vals[of]) : NULL;
     if (trained) im->vals[v].expanded = (int)(trained - im->vals);
+    /* reshaped (PyTorch unsqueezes nn.PReLU's slope to [C, 1, 1]), a weight
+     * is still that weight, element for element */
+    bool reshaped = onnx_is_op(np, "Unsqueeze") || onnx_is_op(np, "Squeeze") || onnx_is_op(np, "Reshape");
+    int same = reshaped ? find(im, np->input[0]) : -1;
+    if (same >= 0 && im->vals[same].from.kind != FROM_NONE && !im->vals[same].from.transposed && t.is_float)
+        im->vals[v].from = im->vals[same].from;
     /* a weight the exporter transposes stays that weight, to write back */
     int src = onnx_is_op(np, "Transpose") && t.ndim == 2 ? find(im, np->input[0]) : -1;
     if (src >= 0 && im->vals[src].from.kind != FROM_NONE) {
@@ -1232,6 +1256,7 @@ static poet_status map_node(importer *im, const Onnx__NodeProto *np, int at)
     if (onnx_is_op(np, "Clip")) return map_clip(im, np);
     if (onnx_is_op(np, "LeakyRelu"))
         return map_unary(im, np, POET_OP_LEAKY_RELU, &(poet_attrs){.alpha = attr_float(np, "alpha", 0.01f)});
+    if (onnx_is_op(np, "PRelu")) return map_prelu(im, np);
     if (onnx_is_op(np, "Elu")) return map_unary(im, np, POET_OP_ELU, &(poet_attrs){.alpha = attr_float(np, "alpha", 1.0f)});
     if (onnx_is_op(np, "HardSigmoid"))
         return map_unary(im, np, POET_OP_HARDSIGMOID,
