@@ -364,6 +364,10 @@ refuse "ONNX: linear Resize" "node 'resize' (Resize): only mode nearest" "$poet"
 ok "ONNX: a Softmax at the output" "$poet" import "$onnx/softmax_out.onnx" --batch 2
 has "ONNX: the loss takes the output's Softmax over" "takes over its final Softmax" "$tmp/out"
 has "ONNX: ... so no softmax node is left" "linear 1 softmax_ce 1$" "$tmp/out"
+ok "ONNX: Mod in shape arithmetic" "$poet" graph --onnx "$onnx/mod_shape.onnx" --batch 2 --device m4 --nodes "$tmp/mod.json"
+has "ONNX: -7 mod 5 is 3, the rows 6 long" '"shape":.\[4, 6\]' "$tmp/mod.json"
+ok "ONNX: Mod with fmod 1" "$poet" graph --onnx "$onnx/fmod_shape.onnx" --batch 2 --device m4 --nodes "$tmp/fmod.json"
+has "ONNX: -7 fmod 5 is -2, the rows 1 long" '"shape":.\[24, 1\]' "$tmp/fmod.json"
 refuse "ONNX: tied weights" "initializer 'tied' is the weights of two nodes (tied weights)" \
     "$poet" import "$onnx/tied.onnx"
 # a fuzz find: the Add after a MatMul, which the importer fuses into a linear layer, without an output

@@ -184,15 +184,23 @@ static poet_status fold_binary(const Onnx__NodeProto *np, const tensor *a, const
         uint64_t ia = bcast_index(a, out, o), ib = bcast_index(b, out, o);
         if (cmp) {
             out->i[o] = tensor_real(a, ia) == tensor_real(b, ib);
+        } else if (is_float && onnx_is_op(np, "Mod")) {
+            if (!attr_int(np, "fmod", 0)) return onnx_refuse(np, "a float Mod needs fmod 1", err);
+            out->f[o] = fmodf((float)tensor_real(a, ia), (float)tensor_real(b, ib));
         } else if (is_float) {
             float x = (float)tensor_real(a, ia), y = (float)tensor_real(b, ib);
             out->f[o] = onnx_is_op(np, "Add") ? x + y : onnx_is_op(np, "Sub") ? x - y : onnx_is_op(np, "Mul") ? x * y
                         : onnx_is_op(np, "Div") ? x / y : powf(x, y);
         } else {
             int64_t x = a->i[ia], y = b->i[ib];
-            if (onnx_is_op(np, "Div") && y == 0) return onnx_refuse(np, "integer division by zero in a constant", err);
+            bool mod = onnx_is_op(np, "Mod");
+            if ((onnx_is_op(np, "Div") || mod) && y == 0)
+                return onnx_refuse(np, "integer division by zero in a constant", err);
+            /* Mod: the sign of the divisor, as Python's %, unless fmod 1 asks for C's */
+            int64_t r = mod ? x % y : 0;
+            if (mod && !attr_int(np, "fmod", 0) && r != 0 && (r < 0) != (y < 0)) r += y;
             out->i[o] = onnx_is_op(np, "Add") ? x + y : onnx_is_op(np, "Sub") ? x - y : onnx_is_op(np, "Mul") ? x * y
-                        : onnx_is_op(np, "Div") ? x / y : (int64_t)pow((double)x, (double)y);
+                        : onnx_is_op(np, "Div") ? x / y : mod ? r : (int64_t)pow((double)x, (double)y);
         }
     }
     return POET_OK;
@@ -539,7 +547,7 @@ static poet_status fold_dispatch(const Onnx__NodeProto *np, const fold_input *in
             return onnx_refuse(np, "an input is neither a constant nor computed", err);
     if (!a) return onnx_refuse(np, "no input", err);
     if ((onnx_is_op(np, "Add") || onnx_is_op(np, "Sub") || onnx_is_op(np, "Mul") || onnx_is_op(np, "Div") || onnx_is_op(np, "Pow") ||
-         onnx_is_op(np, "Equal")) && b)
+         onnx_is_op(np, "Equal") || onnx_is_op(np, "Mod")) && b)
         return fold_binary(np, a, b, out, err);
     if (onnx_is_op(np, "Cast") || onnx_is_op(np, "Identity") || onnx_is_op(np, "Neg") || onnx_is_op(np, "Sqrt") || onnx_is_op(np, "Floor") ||
         onnx_is_op(np, "Ceil"))

@@ -52,6 +52,16 @@ for name, attrs in [("resize_half_pixel", {}),
 w44 = helper.make_tensor("w44", TensorProto.FLOAT, [4, 4], [0.1 * k for k in range(16)])
 save("softmax_out", [helper.make_node("Gemm", ["x", "w44"], ["z"], name="dense"),
                      helper.make_node("Softmax", ["z"], ["y"], name="probs", axis=1)], [x], [y], [w44])
+# Mod in shape arithmetic: -7 mod 5 is 3 (the divisor's sign), -2 with fmod 1;
+# plus 3, the row length [-1, 6] (or [-1, 1]) of a Reshape
+x12 = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 12])
+for name, fmod in [("mod_shape", 0), ("fmod_shape", 1)]:
+    consts = [helper.make_node("Constant", [], [k], name=k, value=helper.make_tensor(k, TensorProto.INT64, [1], [v]))
+              for k, v in [("minus7", -7), ("five", 5), ("three", 3), ("rows", -1)]]
+    save(name, consts + [helper.make_node("Mod", ["minus7", "five"], ["r"], name="mod", fmod=fmod),
+                         helper.make_node("Add", ["r", "three"], ["cols"], name="plus"),
+                         helper.make_node("Concat", ["rows", "cols"], ["shape"], name="shape", axis=0),
+                         helper.make_node("Reshape", ["x", "shape"], ["y"], name="rows_of")], [x12], [y])
 # an attribute value poet does not support
 img = helper.make_tensor_value_info("img", TensorProto.FLOAT, ["batch", 1, 8, 8])
 k = helper.make_tensor("k", TensorProto.FLOAT, [2, 1, 3, 3], [0.1] * 18)
