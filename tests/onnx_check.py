@@ -161,6 +161,23 @@ class MnistExample(nn.Module):
         return nn.functional.log_softmax(self.fc2(torch.relu(self.fc1(torch.flatten(x, 1)))), dim=1)
 
 
+class GroupNormCNN(nn.Module):
+    """GroupNorm, which on-device training uses where a batch is too small
+    for batch norm (exported as InstanceNormalization between reshapes,
+    its affine as Mul and Add), over [N, C, H, W] and [N, C, L], and
+    InstanceNorm2d without affine and with (its scale and bias trained)."""
+
+    def __init__(self):
+        super().__init__()
+        self.f = nn.Sequential(nn.Conv2d(1, 8, 3, 1, 1), nn.GroupNorm(4, 8), nn.ReLU(), nn.Conv2d(8, 8, 3, 2, 1),
+                               nn.InstanceNorm2d(8), nn.ReLU(), nn.Conv2d(8, 8, 1), nn.InstanceNorm2d(8, affine=True),
+                               nn.Flatten(2), nn.GroupNorm(2, 8), nn.Flatten(),
+                               nn.Linear(8 * 16, 10))
+
+    def forward(self, x):
+        return self.f(x)
+
+
 class ShuffleDense(nn.Module):
     """ShuffleNet's channel shuffle (a 5-d Reshape and Transpose), zero
     padding before a convolution and before average pools (Pad), and
@@ -203,6 +220,7 @@ def models():
         ("upsample_skip", UpsampleSkip(), (4, 1, 8, 8)),
         ("sensor_1d", Sensor1d(), (4, 3, 32)),
         ("mnist_example", MnistExample(), (4, 1, 8, 8)),
+        ("group_norm", GroupNormCNN(), (4, 1, 8, 8)),
     ]
 
 

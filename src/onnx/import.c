@@ -575,6 +575,59 @@ static poet_status map_layernorm(importer *im, const Onnx__NodeProto *np)
     return add_layernorm(im, np, x, attr_float(np, "epsilon", 1e-5f), g, b, np);
 }
 
+/* x times (op mul) or plus (add) a per-channel tensor t, [C] as [C, 1...]
+ * against x's channel axis; trained where t is an initializer, as
+ * everywhere. Nothing where t is a constant 1 (mul) or 0 (add). */
+static int per_channel(importer *im, const Onnx__NodeProto *np, int x, poet_op op, const value *t, const char *name)
+{
+    const value *trained = trained_tensor(im, t);
+    bool trivial = !trained;
+    for (uint64_t k = 0; trivial && k < t->t.n; k++) trivial = tensor_real(&t->t, k) == (op == POET_OP_MUL ? 1 : 0);
+    if (trivial) return x;
+    const poet_shape *s = shape_of(im, x);
+    if (t->t.n != (uint64_t)s->dim[1]) return refuse(im, np, "its scale and bias need one value per channel"), -1;
+    poet_attrs a = {.ndim = s->ndim - 1, .dim = {(int32_t)s->dim[1], 1, 1},
+                    .flags = trained ? POET_ATTR_OPERAND_PARAM : POET_ATTR_OPERAND_CONST};
+    int v = add_node(im, op, &x, 1, &a, name);
+    return v < 0 || fill(im, trained ? trained : t, !trained, 0, 0, 0) ? -1 : v;
+}
+
+/* InstanceNormalization: each (image, channel) normalized over the rest,
+ * which is how PyTorch exports GroupNorm (between reshapes to [N, G, rest],
+ * with a constant scale 1 and bias 0, its affine after it as Mul and Add):
+ * a layer norm over the last dimension of [N, C, rest], reshaped to it and
+ * back where the rest has more than one dimension; then its scale and bias. */
+static poet_status map_instancenorm(importer *im, const Onnx__NodeProto *np)
+{
+    int x = activation(im, np, 0);
+    const value *scale = x < 0 ? NULL : known_value(im, np, 1), *bias = scale ? known_value(im, np, 2) : NULL;
+    if (!bias) return im->err->status;
+    poet_shape s = *shape_of(im, x);
+    if (s.ndim < 3) return refuse(im, np, "its input has no dimension to normalize over");
+    char name[POET_NAME_BYTES];
+    const char *out = np->output[0];
+    int cur = x;
+    if (s.ndim > 3) {
+        poet_attrs flat = {.ndim = 3, .dim = {(int32_t)s.dim[0], (int32_t)s.dim[1], (int32_t)(s.dim[2] * s.dim[3])}};
+        snprintf(name, sizeof name, "%.*s/rows", POET_NAME_BYTES - 6, out);
+        if ((cur = add_node(im, POET_OP_RESHAPE, &cur, 1, &flat, name)) < 0) return im->err->status;
+    }
+    poet_attrs norm = {.eps = attr_float(np, "epsilon", 1e-5f), .flags = POET_ATTR_NO_AFFINE};
+    snprintf(name, sizeof name, "%.*s/norm", POET_NAME_BYTES - 6, out);
+    if ((cur = add_node(im, POET_OP_LAYERNORM, &cur, 1, &norm, name)) < 0) return im->err->status;
+    if (s.ndim > 3) {
+        poet_attrs back = {.ndim = 4};
+        for (int k = 0; k < 4; k++) back.dim[k] = (int32_t)s.dim[k];
+        snprintf(name, sizeof name, "%.*s/back", POET_NAME_BYTES - 6, out);
+        if ((cur = add_node(im, POET_OP_RESHAPE, &cur, 1, &back, name)) < 0) return im->err->status;
+    }
+    snprintf(name, sizeof name, "%.*s/scale", POET_NAME_BYTES - 7, out);
+    if ((cur = per_channel(im, np, cur, POET_OP_MUL, scale, name)) < 0) return im->err->status;
+    snprintf(name, sizeof name, "%.*s/bias", POET_NAME_BYTES - 6, out);
+    if ((cur = per_channel(im, np, cur, POET_OP_ADD, bias, name)) < 0) return im->err->status;
+    return name_output(im, np, 0, cur);
+}
+
 /* The node after `from` that reads `name` as input `slot`, with op `op`. */
 static int next_reader(const importer *im, int from, const char *name, const char *op)
 {
@@ -1263,6 +1316,7 @@ static poet_status map_node(importer *im, const Onnx__NodeProto *np, int at)
                          &(poet_attrs){.alpha = attr_float(np, "alpha", 0.2f), .beta = attr_float(np, "beta", 0.5f)});
     if (onnx_is_op(np, "BatchNormalization")) return map_batchnorm(im, np);
     if (onnx_is_op(np, "LayerNormalization")) return map_layernorm(im, np);
+    if (onnx_is_op(np, "InstanceNormalization")) return map_instancenorm(im, np);
     if (onnx_is_op(np, "ReduceMean")) return map_layernorm_pattern(im, np, at);
     if (onnx_is_op(np, "MaxPool")) return map_pool(im, np, true);
     if (onnx_is_op(np, "AveragePool")) return map_pool(im, np, false);
