@@ -347,7 +347,9 @@ ok "train from ONNX and back" "$poet" train --onnx "$onnx/digits_cnn.onnx" --dat
 ok "the trained model reads back" "$poet" import "$tmp/trained.onnx" --batch 2
 refuse "ONNX: unsupported op" "node 'norm' (LpNormalization): this op is not supported" \
     "$poet" import "$onnx/unsupported_op.onnx"
-refuse "ONNX: unsupported attribute" "node 'conv' (Conv): auto_pad SAME_UPPER" "$poet" import "$onnx/auto_pad.onnx"
+refuse "ONNX: unsupported attribute" "node 'conv' (Conv): auto_pad is none of" "$poet" import "$onnx/bad_auto_pad.onnx"
+ok "ONNX: auto_pad SAME_UPPER" "$poet" graph --onnx "$onnx/auto_pad.onnx" --batch 2 --device m4 --nodes "$tmp/same.json"
+has "ONNX: SAME_UPPER, stride 2: ceil(8 / 2) outputs" '"shape":.\[2, 2, 4, 4\]' "$tmp/same.json"
 refuse "ONNX: reflecting Pad" "node 'pad' (Pad): only padding with zeros" "$poet" import "$onnx/reflect_pad.onnx"
 refuse "ONNX: Pad before a max pool" "node 'pool' (MaxPool): it reads a zero-padded tensor" \
     "$poet" import "$onnx/pad_max_pool.onnx"

@@ -178,6 +178,37 @@ class GroupNormCNN(nn.Module):
         return self.f(x)
 
 
+class SamePadding(nn.Module):
+    """Keras' "same" padding as converters write it: Conv with auto_pad
+    SAME_UPPER (the odd unit of padding at the end) and SAME_LOWER (at the
+    beginning), stride 2. PyTorch pads explicitly (ZeroPad2d); the export is
+    rewritten to auto_pad (same_padding below) and compared with it."""
+
+    def __init__(self):
+        super().__init__()
+        self.f = nn.Sequential(nn.ZeroPad2d((0, 1, 0, 1)), nn.Conv2d(1, 4, 3, 2), nn.ReLU(),
+                               nn.ZeroPad2d((1, 0, 1, 0)), nn.Conv2d(4, 4, 3, 2), nn.ReLU(), nn.Flatten(),
+                               nn.Linear(16, 10))
+
+    def forward(self, x):
+        return self.f(x)
+
+
+def same_padding(path):
+    """Each Pad before a Conv goes, and the Conv pads itself: SAME_UPPER for
+    the first, SAME_LOWER for the second (SamePadding's)."""
+    m = onnx.load(path)
+    pads = [n for n in m.graph.node if n.op_type == "Pad"]
+    for pad, mode in zip(pads, ["SAME_UPPER", "SAME_LOWER"]):
+        conv = next(n for n in m.graph.node if n.op_type == "Conv" and n.input[0] == pad.output[0])
+        conv.input[0] = pad.input[0]
+        kept = [a for a in conv.attribute if a.name != "pads"]
+        del conv.attribute[:]
+        conv.attribute.extend(kept + [onnx.helper.make_attribute("auto_pad", mode)])
+        m.graph.node.remove(pad)
+    onnx.save(m, path)
+
+
 class ShuffleDense(nn.Module):
     """ShuffleNet's channel shuffle (a 5-d Reshape and Transpose), zero
     padding before a convolution and before average pools (Pad), and
@@ -221,7 +252,12 @@ def models():
         ("sensor_1d", Sensor1d(), (4, 3, 32)),
         ("mnist_example", MnistExample(), (4, 1, 8, 8)),
         ("group_norm", GroupNormCNN(), (4, 1, 8, 8)),
+        ("same_padding", SamePadding(), (4, 1, 8, 8)),
     ]
+
+
+# exports rewritten the way other converters write them
+REWRITE = {"same_padding": same_padding}
 
 
 # models whose output ends with a LogSoftmax that poet's loss takes over: poet's logits are the input of it
@@ -290,6 +326,8 @@ def check(dump, workdir, name, model, shape, gen):
             model[4].bias.copy_(model[1].bias)
     path = os.path.join(workdir, name + ".onnx")
     export(model, shape, path)
+    if name in REWRITE:
+        REWRITE[name](path)
     found = match(model, initializers(path))
     x = torch.randn(shape, generator=gen)
     ref64 = model.double()

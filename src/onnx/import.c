@@ -311,8 +311,10 @@ static poet_status window_attrs(importer *im, const Onnx__NodeProto *np, int dim
     int nk, ns, np_, nd;
     const int64_t *k = attr_ints(np, "kernel_shape", &nk), *s = attr_ints(np, "strides", &ns);
     const int64_t *p = attr_ints(np, "pads", &np_), *d = attr_ints(np, "dilations", &nd);
-    if (!attr_is(np, "auto_pad", "NOTSET", "NOTSET") && !attr_is(np, "auto_pad", "NOTSET", "VALID"))
-        return refuse(im, np, "auto_pad SAME_UPPER or SAME_LOWER is not supported (export with explicit pads)");
+    static const char *const AUTO_PAD[] = {"NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"};
+    bool known_pad = false;
+    for (int j = 0; j < 4; j++) known_pad = known_pad || attr_is(np, "auto_pad", "NOTSET", AUTO_PAD[j]);
+    if (!known_pad) return refuse(im, np, "auto_pad is none of NOTSET, VALID, SAME_UPPER and SAME_LOWER");
     if ((nk >= 0 && nk != dims) || (ns >= 0 && ns != dims) || (np_ >= 0 && np_ != 2 * dims) ||
         (nd >= 0 && nd != dims) || dims < 1 || dims > 2)
         return refuse(im, np, "only 1-d (N, C, L) and 2-d (N, C, H, W) windows are supported");
@@ -329,6 +331,23 @@ static poet_status window_attrs(importer *im, const Onnx__NodeProto *np, int dim
         a->pl = (int32_t)p[dims - 1], a->pr = (int32_t)p[2 * dims - 1];
     }
     return POET_OK;
+}
+
+/* auto_pad SAME_UPPER or SAME_LOWER (Keras' "same", through converters):
+ * the padding that gives ceil(size / stride) outputs, its odd unit at the
+ * end (UPPER) or at the beginning (LOWER). */
+static void same_pads(const Onnx__NodeProto *np, const poet_shape *x, poet_attrs *a)
+{
+    bool upper = attr_is(np, "auto_pad", "NOTSET", "SAME_UPPER");
+    if (!upper && !attr_is(np, "auto_pad", "NOTSET", "SAME_LOWER")) return;
+    int64_t size[2] = {x->ndim == 3 ? 1 : x->dim[2], x->dim[x->ndim - 1]}, k[2] = {a->kh, a->kw},
+            s[2] = {a->sh, a->sw}, d[2] = {a->dh, a->dw};
+    int32_t *lo[2] = {&a->pt, &a->pl}, *hi[2] = {&a->pb, &a->pr};
+    for (int j = 0; j < 2; j++) {
+        int64_t out = (size[j] + s[j] - 1) / s[j], total = (out - 1) * s[j] + (k[j] - 1) * d[j] + 1 - size[j];
+        if (total < 0) total = 0;
+        *lo[j] = (int32_t)(upper ? total / 2 : total - total / 2), *hi[j] = (int32_t)(total - *lo[j]);
+    }
 }
 
 /* Adds the zero padding a Pad before the window left to it. */
@@ -355,6 +374,7 @@ static poet_status map_conv(importer *im, const Onnx__NodeProto *np)
     poet_status st = window_attrs(im, np, dims, &a, false);
     if (st) return st;
     if (nk < 0) a.kh = (int32_t)kh, a.kw = (int32_t)kw;
+    same_pads(np, shape_of(im, x), &a);
     add_pads(&a, pad);
     if (a.kh != kh || a.kw != kw) return refuse(im, np, "kernel_shape differs from the weights'");
     if (shape_of(im, x)->ndim != dims + 2) return refuse(im, np, "its input's rank does not fit its weights'");
@@ -741,6 +761,7 @@ static poet_status map_pool(importer *im, const Onnx__NodeProto *np, bool max)
     int32_t pad[4] = {0};
     int x = st ? -1 : max ? activation(im, np, 0) : padded_activation(im, np, 0, pad);
     if (x < 0) return st ? st : im->err->status;
+    same_pads(np, shape_of(im, x), &a);
     if (padded(pad)) {
         /* the zeros a Pad adds are elements of the input: the mean counts them */
         if (!count_pad && (a.pt || a.pl || a.pb || a.pr))

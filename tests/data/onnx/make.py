@@ -65,7 +65,10 @@ for name, fmod in [("mod_shape", 0), ("fmod_shape", 1)]:
 # an attribute value poet does not support
 img = helper.make_tensor_value_info("img", TensorProto.FLOAT, ["batch", 1, 8, 8])
 k = helper.make_tensor("k", TensorProto.FLOAT, [2, 1, 3, 3], [0.1] * 18)
-save("auto_pad", [helper.make_node("Conv", ["img", "k"], ["y"], name="conv", auto_pad="SAME_UPPER")], [img], [y], [k])
+save("bad_auto_pad", [helper.make_node("Conv", ["img", "k"], ["y"], name="conv", auto_pad="SAME")], [img], [y], [k])
+# Keras' "same" padding, as converters write it
+save("auto_pad", [helper.make_node("Conv", ["img", "k"], ["y"], name="conv", auto_pad="SAME_UPPER", strides=[2, 2])],
+     [img], [y], [k])
 # padding poet does not fold: reflecting, and zeros before a max pool (whose own padding is -inf)
 pads = helper.make_tensor("pads", TensorProto.INT64, [8], [0, 0, 1, 1, 0, 0, 1, 1])
 save("reflect_pad", [helper.make_node("Pad", ["img", "pads"], ["y"], name="pad", mode="reflect")], [img], [y], [pads])
