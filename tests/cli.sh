@@ -370,6 +370,8 @@ ok "ONNX: Mod in shape arithmetic" "$poet" graph --onnx "$onnx/mod_shape.onnx" -
 has "ONNX: -7 mod 5 is 3, the rows 6 long" '"shape":.\[4, 6\]' "$tmp/mod.json"
 ok "ONNX: Mod with fmod 1" "$poet" graph --onnx "$onnx/fmod_shape.onnx" --batch 2 --device m4 --nodes "$tmp/fmod.json"
 has "ONNX: -7 fmod 5 is -2, the rows 1 long" '"shape":.\[24, 1\]' "$tmp/fmod.json"
+ok "ONNX: ReduceMean over the tokens" "$poet" graph --onnx "$onnx/token_mean.onnx" --batch 2 --device m4 --nodes "$tmp/mean.json"
+has "ONNX: ... keeping their axis as 1" '"shape":.\[2, 1, 4\]' "$tmp/mean.json"
 refuse "ONNX: tied weights" "initializer 'tied' is the weights of two nodes (tied weights)" \
     "$poet" import "$onnx/tied.onnx"
 # a fuzz find: the Add after a MatMul, which the importer fuses into a linear layer, without an output

@@ -209,6 +209,22 @@ def same_padding(path):
     onnx.save(m, path)
 
 
+class KeywordTransformer(nn.Module):
+    """A keyword-spotting transformer over MFCC frames, sequence first as
+    nn.TransformerEncoder's default, with a learned position embedding and
+    the tokens' mean (ReduceMean over the sequence axis) classified."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(10, 16)
+        self.pos = nn.Parameter(torch.zeros(6, 1, 16))
+        self.enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0), 2)
+        self.head = nn.Linear(16, 12)
+
+    def forward(self, x):
+        return self.head(self.enc(self.proj(x).transpose(0, 1) + self.pos).mean(0))
+
+
 class ShuffleDense(nn.Module):
     """ShuffleNet's channel shuffle (a 5-d Reshape and Transpose), zero
     padding before a convolution and before average pools (Pad), and
@@ -253,6 +269,7 @@ def models():
         ("mnist_example", MnistExample(), (4, 1, 8, 8)),
         ("group_norm", GroupNormCNN(), (4, 1, 8, 8)),
         ("same_padding", SamePadding(), (4, 1, 8, 8)),
+        ("keyword_transformer", KeywordTransformer(), (3, 6, 10)),
     ]
 
 

@@ -688,6 +688,43 @@ static bool spatial_mean(const Onnx__NodeProto *np, int rank)
     return (a == 2 && b == 3) || (a == 3 && b == 2);
 }
 
+static poet_status reshape_to(importer *im, const Onnx__NodeProto *np, int x, const int64_t *dims, int ndim);
+
+/* ReduceMean over one axis other than a pool's (mean pooling over a
+ * sequence's tokens, x.mean(1)): that axis moved last, the others made one,
+ * a global average pool over it, then the shape ONNX gives the mean. */
+static poet_status map_mean_axis(importer *im, const Onnx__NodeProto *np, int x)
+{
+    int na;
+    const int64_t *axes = attr_ints(np, "axes", &na);
+    poet_shape s = *shape_of(im, x);
+    int64_t a = na == 1 ? (axes[0] < 0 ? axes[0] + s.ndim : axes[0]) : -1;
+    if (a < 0 || a >= s.ndim || s.ndim < 2)
+        return refuse(im, np, "ReduceMean is supported over one axis, over H and W (a global average pool), or as "
+                              "the start of a layer norm");
+    char name[POET_NAME_BYTES];
+    int cur = x;
+    if (a != s.ndim - 1) {
+        poet_attrs t = {0};
+        for (int k = 0, j = 0; k < s.ndim; k++)
+            if (k != a) t.perm[j++] = k;
+        t.perm[s.ndim - 1] = (int32_t)a;
+        snprintf(name, sizeof name, "%.*s/last", POET_NAME_BYTES - 6, np->output[0]);
+        if ((cur = add_node(im, POET_OP_TRANSPOSE, &cur, 1, &t, name)) < 0) return im->err->status;
+    }
+    poet_attrs rows = {.ndim = 3, .dim = {1, (int32_t)(poet_shape_numel(&s) / (uint64_t)s.dim[a]), (int32_t)s.dim[a]}};
+    snprintf(name, sizeof name, "%.*s/rows", POET_NAME_BYTES - 6, np->output[0]);
+    if ((cur = add_node(im, POET_OP_RESHAPE, &cur, 1, &rows, name)) < 0) return im->err->status;
+    snprintf(name, sizeof name, "%.*s/mean", POET_NAME_BYTES - 6, np->output[0]);
+    if ((cur = add_node(im, POET_OP_GLOBAL_AVGPOOL, &cur, 1, NULL, name)) < 0) return im->err->status;
+    int64_t dims[TENSOR_MAX_DIMS];
+    int nd = 0;
+    bool keep = attr_int(np, "keepdims", 1);
+    for (int k = 0; k < s.ndim; k++)
+        if (k != a || keep) dims[nd++] = k == a ? 1 : s.dim[k];
+    return reshape_to(im, np, cur, dims, nd);
+}
+
 static poet_status map_layernorm_pattern(importer *im, const Onnx__NodeProto *np, int at)
 {
     int x = activation(im, np, 0);
@@ -701,7 +738,7 @@ static poet_status map_layernorm_pattern(importer *im, const Onnx__NodeProto *np
     if (!norm && spatial_mean(np, rank))
         return map_unary(im, np, POET_OP_GLOBAL_AVGPOOL,
                          &(poet_attrs){.flags = attr_int(np, "keepdims", 1) ? POET_ATTR_KEEPDIMS : 0});
-    if (!norm) return refuse(im, np, what);
+    if (!norm) return map_mean_axis(im, np, x);
     const char *d = im->gp->node[sub]->output[0];
     int pw = next_reader(im, sub, d, "Pow");
     int mean2 = pw < 0 ? -1 : next_reader(im, pw, im->gp->node[pw]->output[0], "ReduceMean");

@@ -62,6 +62,9 @@ for name, fmod in [("mod_shape", 0), ("fmod_shape", 1)]:
                          helper.make_node("Add", ["r", "three"], ["cols"], name="plus"),
                          helper.make_node("Concat", ["rows", "cols"], ["shape"], name="shape", axis=0),
                          helper.make_node("Reshape", ["x", "shape"], ["y"], name="rows_of")], [x12], [y])
+# the mean over the tokens of [batch, 5, 4], kept as an axis of 1
+save("token_mean", [helper.make_node("ReduceMean", ["seq"], ["y"], name="mean", axes=[1], keepdims=1)],
+     [helper.make_tensor_value_info("seq", TensorProto.FLOAT, ["batch", 5, 4])], [y])
 # an attribute value poet does not support
 img = helper.make_tensor_value_info("img", TensorProto.FLOAT, ["batch", 1, 8, 8])
 k = helper.make_tensor("k", TensorProto.FLOAT, [2, 1, 3, 3], [0.1] * 18)
