@@ -108,6 +108,12 @@ done
 check "a 1-d CNN from ONNX trains on the device to the host's bits, recomputing" \
     "$([ -s "$tmp/1d.json" ] && [ "$(field "$tmp/1d.json" bit_identical)" = true ] && [ "$(field "$tmp/1d.json" recomputations)" -gt 0 ] && echo 0 || echo 1)" "$(head -c 300 "$tmp/1d.err")"
 
+# a sequence transformer from ONNX over the digits' rows (sequence first, the tokens' mean classified)
+"$poet" emulate --onnx "$(dirname "$0")/data/onnx/digits_seq.onnx" --data digits --batch 4 --budget 80% \
+    --runtime-factor 1.2 --steps 2 --seed 7 --time-limit 3 --json >"$tmp/seq.json" 2>"$tmp/seq.err"
+check "a sequence transformer from ONNX trains on the device to the host's bits, paging" \
+    "$([ -s "$tmp/seq.json" ] && [ "$(field "$tmp/seq.json" bit_identical)" = true ] && [ "$(field "$tmp/seq.json" paged_bytes)" -gt 0 ] && echo 0 || echo 1)" "$(head -c 300 "$tmp/seq.err")"
+
 # a model that does not fit is refused before QEMU starts, with the bytes needed and there
 "$poet" emulate "${common[@]}" --budget 100% --steps 1 --batch 32 >"$tmp/big.out" 2>"$tmp/big.err"
 rc=$?

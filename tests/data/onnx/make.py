@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Writes the small ONNX files the CLI and device tests read (committed, so
 that the tests need no Python): models poet must refuse, one line each,
-and a digits CNN, a 1-d CNN and a small vision transformer exported by
-torch.onnx.export.
+and, exported by torch.onnx.export, a digits CNN, a 1-d CNN, a sequence
+transformer and a small vision transformer.
 
 usage: tests/data/onnx/make.py   (Debian's python3-onnx and python3-torch)"""
 import os
@@ -101,6 +101,25 @@ cnn1d = nn.Sequential(nn.Conv1d(8, 16, 3, padding=1), nn.BatchNorm1d(16), nn.ReL
 cnn1d.eval()
 torch.onnx.export(cnn1d, torch.zeros(1, 8, 8), os.path.join(here, "digits_1d.onnx"), input_names=["x"],
                   output_names=["logits"], dynamic_axes={"x": {0: "batch"}}, opset_version=14,
+                  training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)
+
+# a sequence transformer over the digits' rows (8 tokens of 8 values), sequence first, with the tokens' mean
+torch.manual_seed(6)
+
+class RowTransformer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 16)
+        self.pos = nn.Parameter(torch.randn(8, 1, 16) * 0.3)
+        self.enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0), 1)
+        self.head = nn.Linear(16, 10)
+
+    def forward(self, x):
+        return self.head(self.enc(self.proj(x).transpose(0, 1) + self.pos).mean(0))
+
+
+torch.onnx.export(RowTransformer().eval(), torch.zeros(1, 8, 8), os.path.join(here, "digits_seq.onnx"),
+                  input_names=["x"], output_names=["logits"], dynamic_axes={"x": {0: "batch"}}, opset_version=14,
                   training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)
 
 # a vision transformer in small (a class token and a position embedding that
