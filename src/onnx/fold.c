@@ -9,7 +9,11 @@
 #include "../core/hash.h"
 #include "internal.h"
 
-enum { FOLD_MAX_ELEMENTS = 1 << 29 }; /* 2 GiB of floats: more than protobuf holds */
+/* Tensors read from the file: 2 GiB of floats, more than protobuf holds.
+ * Tensors computed at import (shape arithmetic, masks, a broadcast class
+ * token) are far smaller; a file that asks for more (a ConstantOfShape of
+ * 2^28 elements, a fuzz find) is refused before it takes the memory. */
+enum { READ_MAX_ELEMENTS = 1 << 29, FOLD_MAX_ELEMENTS = 1 << 24 };
 
 void tensor_free(tensor *t)
 {
@@ -18,16 +22,17 @@ void tensor_free(tensor *t)
     memset(t, 0, sizeof *t);
 }
 
-static poet_status tensor_alloc(tensor *t, bool is_float, int ndim, const int64_t *dims, poet_err *err)
+static poet_status tensor_alloc_within(tensor *t, bool is_float, int ndim, const int64_t *dims, uint64_t limit,
+                                       poet_err *err)
 {
     memset(t, 0, sizeof *t);
     t->is_float = is_float;
     t->ndim = ndim;
     t->n = 1;
     for (int k = 0; k < ndim; k++) {
-        if (dims[k] < 0 || (dims[k] && t->n > FOLD_MAX_ELEMENTS / (uint64_t)dims[k]))
-            return poet_fail(err, POET_ERR_LIMIT, "a constant of over %d elements or with a negative dimension",
-                             FOLD_MAX_ELEMENTS);
+        if (dims[k] < 0 || (dims[k] && t->n > limit / (uint64_t)dims[k]))
+            return poet_fail(err, POET_ERR_LIMIT, "a constant of over %llu elements or with a negative dimension",
+                             (unsigned long long)limit);
         t->dims[k] = dims[k];
         t->n *= (uint64_t)dims[k];
     }
@@ -35,6 +40,11 @@ static poet_status tensor_alloc(tensor *t, bool is_float, int ndim, const int64_
     else t->i = calloc(t->n + 1, sizeof *t->i);
     if (!t->f && !t->i) return poet_fail(err, POET_ERR_NOMEM, "out of memory for a constant");
     return POET_OK;
+}
+
+static poet_status tensor_alloc(tensor *t, bool is_float, int ndim, const int64_t *dims, poet_err *err)
+{
+    return tensor_alloc_within(t, is_float, ndim, dims, FOLD_MAX_ELEMENTS, err);
 }
 
 int64_t tensor_int(const tensor *t, uint64_t k)
@@ -76,7 +86,7 @@ poet_status tensor_from_proto(const Onnx__TensorProto *p, tensor *t, const char 
     if (have != want || (p->has_raw_data && p->raw_data.len != want * width[type]))
         return poet_fail(err, POET_ERR_PARSE, "%s: tensor '%s' holds %zu values where its shape says %llu", what,
                          p->name ? p->name : "", have, (unsigned long long)want);
-    poet_status st = tensor_alloc(t, is_float, (int)p->n_dims, p->dims, err);
+    poet_status st = tensor_alloc_within(t, is_float, (int)p->n_dims, p->dims, READ_MAX_ELEMENTS, err);
     if (st) return st;
     const uint8_t *raw = p->raw_data.data;
     for (uint64_t k = 0; k < t->n; k++) {
