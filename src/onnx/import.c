@@ -1127,21 +1127,32 @@ static poet_status map_gather(importer *im, const Onnx__NodeProto *np)
     return reshape_to(im, np, cur, dims, nd);
 }
 
-/* The input index ONNX's nearest Resize reads for output index x of an
- * axis scaled from n to m, in the coordinate transformation and rounding
- * modes the node names. */
-static int64_t nearest_source(const Onnx__NodeProto *np, int64_t x, int64_t n, int64_t m)
+/* A nearest Resize's coordinate transformation and rounding, read once. */
+typedef enum { HALF_PIXEL, ASYMMETRIC, TF_HALF_PIXEL, ALIGN_CORNERS, PYTORCH_HALF_PIXEL } coord_mode;
+typedef enum { PREFER_FLOOR, PREFER_CEIL, FLOOR, CEIL } round_mode;
+
+static void nearest_modes(const Onnx__NodeProto *np, coord_mode *c, round_mode *r)
 {
-    const char *mode = "coordinate_transformation_mode", *dflt = "half_pixel";
+    static const char *const COORD[] = {"half_pixel", "asymmetric", "tf_half_pixel_for_nn", "align_corners",
+                                        "pytorch_half_pixel"};
+    static const char *const ROUND[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+    *c = HALF_PIXEL, *r = PREFER_FLOOR;
+    for (int k = 0; k < 5; k++)
+        if (attr_is(np, "coordinate_transformation_mode", "half_pixel", COORD[k])) *c = (coord_mode)k;
+    for (int k = 0; k < 4; k++)
+        if (attr_is(np, "nearest_mode", "round_prefer_floor", ROUND[k])) *r = (round_mode)k;
+}
+
+/* The input index ONNX's nearest Resize reads for output index x of an
+ * axis scaled from n to m. */
+static int64_t nearest_source(coord_mode c, round_mode rm, int64_t x, int64_t n, int64_t m)
+{
     double scale = (double)m / (double)n, s = ((double)x + 0.5) / scale - 0.5; /* half_pixel */
-    if (attr_is(np, mode, dflt, "asymmetric")) s = (double)x / scale;
-    if (attr_is(np, mode, dflt, "tf_half_pixel_for_nn")) s = ((double)x + 0.5) / scale;
-    if (attr_is(np, mode, dflt, "align_corners")) s = m > 1 ? (double)x * (double)(n - 1) / (double)(m - 1) : 0;
-    if (attr_is(np, mode, dflt, "pytorch_half_pixel") && m == 1) s = 0;
-    const char *round = "nearest_mode", *prefer = "round_prefer_floor";
-    double r = attr_is(np, round, prefer, "floor") ? floor(s)
-               : attr_is(np, round, prefer, "ceil") ? ceil(s)
-               : attr_is(np, round, prefer, "round_prefer_ceil") ? floor(s + 0.5) : ceil(s - 0.5);
+    if (c == ASYMMETRIC) s = (double)x / scale;
+    if (c == TF_HALF_PIXEL) s = ((double)x + 0.5) / scale;
+    if (c == ALIGN_CORNERS) s = m > 1 ? (double)x * (double)(n - 1) / (double)(m - 1) : 0;
+    if (c == PYTORCH_HALF_PIXEL && m == 1) s = 0;
+    double r = rm == FLOOR ? floor(s) : rm == CEIL ? ceil(s) : rm == PREFER_CEIL ? floor(s + 0.5) : ceil(s - 0.5);
     return r < 0 ? 0 : r > (double)(n - 1) ? n - 1 : (int64_t)r;
 }
 
@@ -1173,11 +1184,16 @@ static poet_status map_resize(importer *im, const Onnx__NodeProto *np)
     if (out[0] != s->dim[0] || out[1] != s->dim[1]) return refuse(im, np, "only H and W are resized");
     if (out[2] < s->dim[2] || out[3] < s->dim[3] || out[2] % s->dim[2] || out[3] % s->dim[3])
         return refuse(im, np, "only whole multiples of H and W are supported");
+    if (out[2] / s->dim[2] > 64 || out[3] / s->dim[3] > 64 || out[2] > 1 << 24 || out[3] > 1 << 24)
+        return refuse(im, np, "factors above 64, or sides above 2^24, are not supported");
     /* opset 10's Resize and Upsample: floor(x / scale) */
     bool old = !modern;
+    coord_mode c;
+    round_mode r;
+    nearest_modes(np, &c, &r);
     for (int k = 2; k < 4; k++)
         for (int64_t o = 0; o < out[k] && !old; o++)
-            if (nearest_source(np, o, s->dim[k], out[k]) != o / (out[k] / s->dim[k]))
+            if (nearest_source(c, r, o, s->dim[k], out[k]) != o / (out[k] / s->dim[k]))
                 return refuse(im, np, "its coordinate transformation and nearest mode do not repeat every element "
                                       "(asymmetric with floor, or half_pixel with rounding, do)");
     poet_attrs a = {.sh = (int32_t)(out[2] / s->dim[2]), .sw = (int32_t)(out[3] / s->dim[3])};
