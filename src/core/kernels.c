@@ -1116,20 +1116,21 @@ static void around_axis(const knode *x, int axis, idx *outer, idx *along, idx *i
 }
 
 /* A concat's parameter operand (ViT's class token) lies first or last
- * along the axis, broadcast over the axes before it: where, and how long
- * (0 where there is none). */
-static idx concat_operand(const knode *f, idx total, idx *at)
+ * along the axis, broadcast over the axes before it: how long it is (0
+ * where there is none), where it starts, and where the inputs start. */
+static idx concat_operand(const knode *f, idx total, idx *at, idx *inputs_at)
 {
     idx len = f->attrs.flags & POET_ATTR_OPERAND_PARAM ? f->attrs.dim[f->attrs.axis] : 0;
-    *at = f->attrs.flags & POET_ATTR_OPERAND_LEFT ? 0 : total - len;
+    bool left = f->attrs.flags & POET_ATTR_OPERAND_LEFT;
+    *at = left ? 0 : total - len, *inputs_at = left ? len : 0;
     return len;
 }
 
 static void concat_forward(const kernel_ctx *c)
 {
-    idx outer, total, inner, op_at;
+    idx outer, total, inner, op_at, at;
     around_axis(c->n, c->n->attrs.axis, &outer, &total, &inner);
-    idx op_len = concat_operand(c->n, total, &op_at), at = op_len && op_at == 0 ? op_len : 0;
+    idx op_len = concat_operand(c->n, total, &op_at, &at);
     for (int j = 0; j < c->n->n_inputs; j++) {
         idx o2, len, i2;
         around_axis(node_in(c, j), c->n->attrs.axis, &o2, &len, &i2);
@@ -1144,9 +1145,9 @@ static void concat_forward(const kernel_ctx *c)
 static void concat_backward(const kernel_ctx *c)
 {
     const knode *f = fwd_of(c);
-    idx outer, total, inner, len = 0, o2, i2, op_at;
+    idx outer, total, inner, len = 0, o2, i2, op_at, at;
     around_axis(f, f->attrs.axis, &outer, &total, &inner);
-    idx op_len = concat_operand(f, total, &op_at), at = op_len && op_at == 0 ? op_len : 0;
+    idx op_len = concat_operand(f, total, &op_at, &at);
     const float *dy = reads_of(c).dy;
     for (int j = 0; j <= c->n->wrt; j++) {
         at += len;

@@ -322,15 +322,20 @@ static poet_status window_attrs(importer *im, const Onnx__NodeProto *np, int dim
         if (d[j] != 1) return refuse(im, np, "pools with dilation are not supported");
     if (nk < 0 && pool) return refuse(im, np, "kernel_shape is required");
     int h = dims - 2; /* H's index in the lists: -1 where there is none */
-    int64_t one = 1, zero = 0;
-    a->kh = (int32_t)(h >= 0 && nk >= 0 ? k[h] : one), a->kw = (int32_t)(nk >= 0 ? k[dims - 1] : 0);
-    a->sh = (int32_t)(h >= 0 && ns >= 0 ? s[h] : one), a->sw = (int32_t)(ns >= 0 ? s[dims - 1] : one);
-    a->dh = (int32_t)(h >= 0 && nd >= 0 ? d[h] : one), a->dw = (int32_t)(nd >= 0 ? d[dims - 1] : one);
+    if (nk >= 0) a->kh = (int32_t)(h >= 0 ? k[h] : 1), a->kw = (int32_t)k[dims - 1];
+    a->sh = (int32_t)(h >= 0 && ns >= 0 ? s[h] : 1), a->sw = (int32_t)(ns >= 0 ? s[dims - 1] : 1);
+    a->dh = (int32_t)(h >= 0 && nd >= 0 ? d[h] : 1), a->dw = (int32_t)(nd >= 0 ? d[dims - 1] : 1);
     if (np_ >= 0) { /* begins of each axis, then ends */
-        a->pt = (int32_t)(h >= 0 ? p[h] : zero), a->pb = (int32_t)(h >= 0 ? p[dims + h] : zero);
+        a->pt = (int32_t)(h >= 0 ? p[h] : 0), a->pb = (int32_t)(h >= 0 ? p[dims + h] : 0);
         a->pl = (int32_t)p[dims - 1], a->pr = (int32_t)p[2 * dims - 1];
     }
     return POET_OK;
+}
+
+/* H and W of a window's input: [N, C, L] is [N, C, 1, L]. */
+static void window_size(const poet_shape *x, int64_t size[2])
+{
+    size[0] = x->ndim == 3 ? 1 : x->dim[2], size[1] = x->dim[x->ndim - 1];
 }
 
 /* auto_pad SAME_UPPER or SAME_LOWER (Keras' "same", through converters):
@@ -340,8 +345,8 @@ static void same_pads(const Onnx__NodeProto *np, const poet_shape *x, poet_attrs
 {
     bool upper = attr_is(np, "auto_pad", "NOTSET", "SAME_UPPER");
     if (!upper && !attr_is(np, "auto_pad", "NOTSET", "SAME_LOWER")) return;
-    int64_t size[2] = {x->ndim == 3 ? 1 : x->dim[2], x->dim[x->ndim - 1]}, k[2] = {a->kh, a->kw},
-            s[2] = {a->sh, a->sw}, d[2] = {a->dh, a->dw};
+    int64_t size[2], k[2] = {a->kh, a->kw}, s[2] = {a->sh, a->sw}, d[2] = {a->dh, a->dw};
+    window_size(x, size);
     int32_t *lo[2] = {&a->pt, &a->pl}, *hi[2] = {&a->pb, &a->pr};
     for (int j = 0; j < 2; j++) {
         int64_t out = (size[j] + s[j] - 1) / s[j], total = (out - 1) * s[j] + (k[j] - 1) * d[j] + 1 - size[j];
@@ -369,11 +374,8 @@ static poet_status map_conv(importer *im, const Onnx__NodeProto *np)
     int64_t kh = dims == 2 ? w->t.dims[2] : 1, kw = w->t.dims[w->t.ndim - 1];
     poet_attrs a = {.features = (int32_t)w->t.dims[0], .groups = (int32_t)attr_int(np, "group", 1),
                     .kh = (int32_t)kh, .kw = (int32_t)kw, .flags = b ? 0 : POET_ATTR_NO_BIAS};
-    int nk;
-    attr_ints(np, "kernel_shape", &nk);
     poet_status st = window_attrs(im, np, dims, &a, false);
     if (st) return st;
-    if (nk < 0) a.kh = (int32_t)kh, a.kw = (int32_t)kw;
     same_pads(np, shape_of(im, x), &a);
     add_pads(&a, pad);
     if (a.kh != kh || a.kw != kw) return refuse(im, np, "kernel_shape differs from the weights'");
@@ -773,7 +775,8 @@ static poet_status map_layernorm_pattern(importer *im, const Onnx__NodeProto *np
  * to an average that does not count padding. */
 static void ceil_windows(const poet_shape *x, poet_attrs *a)
 {
-    int64_t size[2] = {x->ndim == 3 ? 1 : x->dim[2], x->dim[x->ndim - 1]}, k[2] = {a->kh, a->kw}, s[2] = {a->sh, a->sw};
+    int64_t size[2], k[2] = {a->kh, a->kw}, s[2] = {a->sh, a->sw};
+    window_size(x, size);
     int32_t *lo[2] = {&a->pt, &a->pl}, *hi[2] = {&a->pb, &a->pr};
     for (int d = 0; d < 2; d++) {
         int64_t span = size[d] + *lo[d] + *hi[d] - k[d];
@@ -1165,12 +1168,13 @@ static poet_status map_resize(importer *im, const Onnx__NodeProto *np)
     if (x < 0) return im->err->status;
     if (!attr_is(np, "mode", "nearest", "nearest")) return refuse(im, np, "only mode nearest is supported");
     bool modern = onnx_is_op(np, "Resize") && im->opset >= 11; /* inputs X, roi, scales, sizes */
-    int at_scales = modern ? 2 : 1, at_sizes = modern ? 3 : -1, ns = -1;
+    int at_scales = modern ? 2 : 1, at_sizes = modern ? 3 : -1;
     const tensor *scales = input_name(np, at_scales) ? known(im, np, at_scales, true) : NULL;
+    if (input_name(np, at_scales) && !scales) return im->err->status;
     const tensor *sizes = at_sizes > 0 && input_name(np, at_sizes) ? known(im, np, at_sizes, true) : NULL;
-    if (im->err->status) return im->err->status;
-    const float *fs = attr_find(np, "scales") ? attr_find(np, "scales")->floats : NULL; /* Upsample-7 */
-    if (fs) ns = (int)attr_find(np, "scales")->n_floats;
+    if (at_sizes > 0 && input_name(np, at_sizes) && !sizes) return im->err->status;
+    const Onnx__AttributeProto *fixed = attr_find(np, "scales"); /* Upsample-7 */
+    int ns = fixed ? (int)fixed->n_floats : -1;
     const poet_shape *s = shape_of(im, x);
     if (s->ndim != 4) return refuse(im, np, "only [N, C, H, W] inputs are resized");
     int64_t out[4];
@@ -1178,7 +1182,7 @@ static poet_status map_resize(importer *im, const Onnx__NodeProto *np)
         if (sizes && sizes->n == 4) out[k] = tensor_int(sizes, (uint64_t)k);
         else if (scales && scales->n == 4)
             out[k] = (int64_t)floor((double)s->dim[k] * tensor_real(scales, (uint64_t)k));
-        else if (ns == 4) out[k] = (int64_t)floor((double)s->dim[k] * fs[k]);
+        else if (ns == 4) out[k] = (int64_t)floor((double)s->dim[k] * fixed->floats[k]);
         else return refuse(im, np, "it needs four scales or four sizes");
     }
     if (out[0] != s->dim[0] || out[1] != s->dim[1]) return refuse(im, np, "only H and W are resized");
@@ -1186,13 +1190,12 @@ static poet_status map_resize(importer *im, const Onnx__NodeProto *np)
         return refuse(im, np, "only whole multiples of H and W are supported");
     if (out[2] / s->dim[2] > 64 || out[3] / s->dim[3] > 64 || out[2] > 1 << 24 || out[3] > 1 << 24)
         return refuse(im, np, "factors above 64, or sides above 2^24, are not supported");
-    /* opset 10's Resize and Upsample: floor(x / scale) */
-    bool old = !modern;
     coord_mode c;
     round_mode r;
     nearest_modes(np, &c, &r);
-    for (int k = 2; k < 4; k++)
-        for (int64_t o = 0; o < out[k] && !old; o++)
+    /* opset 10's Resize and Upsample repeat: floor(x / scale) */
+    for (int k = 2; modern && k < 4; k++)
+        for (int64_t o = 0; o < out[k]; o++)
             if (nearest_source(c, r, o, s->dim[k], out[k]) != o / (out[k] / s->dim[k]))
                 return refuse(im, np, "its coordinate transformation and nearest mode do not repeat every element "
                                       "(asymmetric with floor, or half_pixel with rounding, do)");
@@ -1358,8 +1361,9 @@ typedef struct unary_op {
     poet_op op;
 } unary_op;
 
-static const unary_op UNARY[] = {{"Relu", POET_OP_RELU},     {"Sigmoid", POET_OP_SIGMOID}, {"Tanh", POET_OP_TANH},
-                                 {"Erf", POET_OP_ERF}, {"Softplus", POET_OP_SOFTPLUS},       {"HardSwish", POET_OP_HARDSWISH},
+static const unary_op UNARY[] = {{"Relu", POET_OP_RELU},         {"Sigmoid", POET_OP_SIGMOID},
+                                 {"Tanh", POET_OP_TANH},         {"Erf", POET_OP_ERF},
+                                 {"Softplus", POET_OP_SOFTPLUS}, {"HardSwish", POET_OP_HARDSWISH},
                                  {"GlobalAveragePool", POET_OP_GLOBAL_AVGPOOL}};
 
 static poet_status map_node(importer *im, const Onnx__NodeProto *np, int at)
