@@ -401,26 +401,28 @@ static bool pretrain(const poet_dataset *d, const pool *p, poet_graph *g, rig *r
     rig_start(r, g, "keep-all", 0, NULL, poet_optimizer_default(POET_OPT_SGD), 11);
     if (!r->ok) return false;
     int n = 0, *all = malloc((size_t)(d->n_train + d->n_test) * sizeof(int));
-    for (int c = 0; c < 6; c++)
-        for (int i = 0; i < p->n[c]; i++) all[n++] = p->of[c][i];
     float *x = malloc(32 * feat * sizeof(float));
+    bool ok = all && x;
+    for (int c = 0; ok && c < 6; c++)
+        for (int i = 0; i < p->n[c]; i++) all[n++] = p->of[c][i];
     int32_t y[32];
-    for (int e = 0; e < epochs; e++) {
+    for (int e = 0; ok && e < epochs; e++) {
         for (int i = n - 1; i > 0; i--) {
             int j = (int)(next() % (uint64_t)(i + 1)), t = all[i];
             all[i] = all[j], all[j] = t;
         }
-        for (int b = 0; b + 32 <= n; b += 32) {
+        for (int b = 0; ok && b + 32 <= n; b += 32) {
             for (int k = 0; k < 32; k++) {
                 memcpy(x + k * feat, example(d, all[b + k]), feat * sizeof(float));
                 y[k] = all[b + k] < d->n_train ? d->train_y[all[b + k]] : d->test_y[all[b + k] - d->n_train];
             }
             double loss;
-            if (poet_engine_step(r->e, x, y, &loss, &err)) return fprintf(stderr, "%s\n", err.msg), false;
+            ok = !poet_engine_step(r->e, x, y, &loss, &err);
         }
     }
+    if (!ok) fprintf(stderr, "%s\n", err.msg[0] ? err.msg : "out of memory");
     free(all), free(x);
-    return true;
+    return ok;
 }
 
 /* First-order MAML on 5-shot tasks of classes 0-5; the inner rates learn
