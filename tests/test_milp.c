@@ -3,6 +3,7 @@
  * optimum never worse than remat-only or paging-only, certificates that
  * bound every other planner on random graphs, proven infeasibility with the
  * smallest feasible budget bracketed, and the MPS export. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include "../src/plan/fates.h"
+#include "../src/plan/glpk_mip.h"
 #include "../src/plan/milp.h"
 #include "check.h"
 #include "testutil.h"
@@ -587,12 +589,74 @@ static void writes_mps(void)
     poet_instance_free(&inst);
 }
 
+/* The least objective of a 0/1 program over every assignment, or INFINITY. */
+static double brute_force_min(const small_mip *m)
+{
+    double best = INFINITY;
+    for (unsigned x = 0; x < 1u << m->n_cols; x++) {
+        double act[8] = {0}, obj = 0;
+        for (int k = 0; k < m->nnz; k++) act[m->row[k]] += m->val[k] * (double)(x >> m->col[k] & 1);
+        for (int j = 0; j < m->n_cols; j++) obj += m->obj[j] * (double)(x >> j & 1);
+        bool ok = true;
+        for (int i = 0; i < m->n_rows; i++) ok = ok && act[i] >= m->rlb[i] - 1e-9 && act[i] <= m->rub[i] + 1e-9;
+        if (ok && obj < best) best = obj;
+    }
+    return best;
+}
+
+/* GLPK's answers on random 0/1 programs against enumeration: the optimum
+ * or infeasibility when it has the nodes, a lower bound (the LP
+ * relaxation's) when it has none; entries given twice are added up. */
+static void glpk_small_programs(unsigned seed)
+{
+    printf("small programs on GLPK: seed %u\n", seed);
+    int solved = 0, infeasible = 0, cut_short = 0;
+    for (int round = 0; round < 200; round++) {
+        unsigned s = seed * 2654435761u + (unsigned)round;
+        int n = 2 + (int)(rng_next(&s) % 9), rows = 1 + (int)(rng_next(&s) % 8), nnz = 0;
+        double obj[10], lb[10], ub[10], rlb[8], rub[8], val[100];
+        char is_int[10];
+        int row[100], col[100];
+        for (int j = 0; j < n; j++) obj[j] = (double)(rng_next(&s) % 19) - 9, lb[j] = 0, ub[j] = 1, is_int[j] = 1;
+        for (int i = 0; i < rows; i++) {
+            double sum = 0;
+            for (int j = 0; j < n; j++) {
+                if (rng_next(&s) % 2) continue;
+                double a = (double)(rng_next(&s) % 15) - 5, part = (double)(rng_next(&s) % 3);
+                sum += fabs(a);
+                row[nnz] = i, col[nnz] = j, val[nnz++] = a - part;
+                if (part) row[nnz] = i, col[nnz] = j, val[nnz++] = part; /* the same entry again */
+            }
+            rub[i] = (double)(rng_next(&s) % (unsigned)(sum + 1)) - 2;
+            rlb[i] = rng_next(&s) % 4 ? -DBL_MAX : rub[i] - (double)(rng_next(&s) % 3);
+        }
+        small_mip m = {n, rows, nnz, obj, lb, ub, is_int, rlb, rub, row, col, val};
+        double best = brute_force_min(&m), got, bound;
+        small_mip_status st = glpk_mip_solve(&m, 10, 1000000, &got);
+        if (isfinite(best)) {
+            CHECK_MSG(st == SMALL_MIP_OPTIMAL && fabs(got - best) <= 1e-9, "seed %u round %d: %d, %.12g against %.12g",
+                      seed, round, st, got, best);
+            solved++;
+        } else {
+            CHECK_MSG(st == SMALL_MIP_INFEASIBLE, "seed %u round %d: %d where nothing is feasible", seed, round, st);
+            infeasible++;
+        }
+        small_mip_status short_st = glpk_mip_solve(&m, 10, 0, &bound);
+        cut_short += short_st == SMALL_MIP_UNSOLVED;
+        CHECK_MSG(short_st == st || (short_st == SMALL_MIP_UNSOLVED && !(bound > best + 1e-9)),
+                  "seed %u round %d: without nodes %d, %.12g against %.12g", seed, round, short_st, bound, best);
+    }
+    printf("  %d solved, %d infeasible, %d cut short without nodes\n", solved, infeasible, cut_short);
+    CHECK(solved > 20 && infeasible > 20 && cut_short > 5);
+}
+
 int main(int argc, char **argv)
 {
     unsigned seed = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : (unsigned)time(NULL);
     joint_vs_single(POET_TEST_DATA "/reference/linear__m4.json", 50, 1.2);
     joint_vs_single(POET_TEST_DATA "/reference/linear__m0.json", 45, 1.5);
     joint_vs_single(POET_TEST_DATA "/reference/transformer__a72.json", 90, 1.2);
+    glpk_small_programs(seed);
     random_certificates(seed);
     replayed_rounds();
     fast_certificates(seed);
