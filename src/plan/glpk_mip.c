@@ -22,13 +22,15 @@ static int bound_type(double lb, double ub)
     return lo && up ? (lb == ub ? GLP_FX : GLP_DB) : lo ? GLP_LO : up ? GLP_UP : GLP_FR;
 }
 
-static const small_mip *sorting; /* qsort's comparator has no context argument */
+typedef struct entry {
+    unsigned long long at; /* column, then row */
+    int k;                 /* its triplet */
+} entry;
 
-static int by_column_then_row(const void *a, const void *b)
+static int by_place(const void *a, const void *b)
 {
-    int i = *(const int *)a, j = *(const int *)b;
-    int ci = sorting->col[i], cj = sorting->col[j], ri = sorting->row[i], rj = sorting->row[j];
-    return ci != cj ? (ci > cj) - (ci < cj) : (ri > rj) - (ri < rj);
+    const entry *x = a, *y = b;
+    return (x->at > y->at) - (x->at < y->at);
 }
 
 /* GLPK refuses a matrix with an entry twice, where CBC adds them up: the
@@ -36,19 +38,19 @@ static int by_column_then_row(const void *a, const void *b)
  * -1 out of memory. */
 static int merged_entries(const small_mip *m, int **ia, int **ja, double **ar)
 {
-    int *order = malloc((size_t)(m->nnz + 1) * sizeof *order);
+    entry *order = malloc((size_t)(m->nnz + 1) * sizeof *order);
     *ia = malloc((size_t)(m->nnz + 1) * sizeof **ia), *ja = malloc((size_t)(m->nnz + 1) * sizeof **ja);
     *ar = malloc((size_t)(m->nnz + 1) * sizeof **ar);
     if (!order || !*ia || !*ja || !*ar) {
         free(order);
         return -1;
     }
-    for (int k = 0; k < m->nnz; k++) order[k] = k;
-    sorting = m;
-    qsort(order, (size_t)m->nnz, sizeof *order, by_column_then_row);
+    for (int k = 0; k < m->nnz; k++)
+        order[k] = (entry){(unsigned long long)m->col[k] << 32 | (unsigned)m->row[k], k};
+    qsort(order, (size_t)m->nnz, sizeof *order, by_place);
     int n = 0;
     for (int k = 0; k < m->nnz; k++) {
-        int e = order[k];
+        int e = order[k].k;
         if (n && (*ja)[n] == m->col[e] + 1 && (*ia)[n] == m->row[e] + 1) {
             (*ar)[n] += m->val[e];
             continue;
