@@ -648,6 +648,15 @@ static void glpk_small_programs(unsigned seed)
     }
     printf("  %d solved, %d infeasible, %d cut short without nodes\n", solved, infeasible, cut_short);
     CHECK(solved > 20 && infeasible > 20 && cut_short > 5);
+    /* an internal error of GLPK's (here: an entry outside the matrix) gives up the solve, and the next one
+     * works: the process is not aborted, and GLPK's state is rebuilt */
+    double one = 1, zero = 0, inf = DBL_MAX, obj;
+    char whole = 1;
+    int row = 1, col = 0;
+    small_mip bad = {1, 1, 1, &one, &zero, &one, &whole, &zero, &inf, &row, &col, &one};
+    CHECK(glpk_mip_solve(&bad, 10, 1000, &obj) == SMALL_MIP_UNSOLVED && isnan(obj));
+    row = 0;
+    CHECK(glpk_mip_solve(&bad, 10, 1000, &obj) == SMALL_MIP_OPTIMAL && obj == 0);
 }
 
 int main(int argc, char **argv)

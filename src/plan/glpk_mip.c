@@ -16,6 +16,15 @@
  * returns: it jumps back to the solve, which gives up. */
 static void on_glpk_error(void *jump) { longjmp(*(jmp_buf *)jump, 1); }
 
+/* Takes all of GLPK's terminal output, its error messages included, which
+ * glp_term_out does not stop: standard output is the caller's (poet plan
+ * --json writes its answer there). */
+static int swallow(void *info, const char *text)
+{
+    (void)info, (void)text;
+    return 1;
+}
+
 static int bound_type(double lb, double ub)
 {
     bool lo = lb > -DBL_MAX, up = ub < DBL_MAX;
@@ -137,7 +146,7 @@ static small_mip_status guarded(const small_mip *m, int n, const int *ia, const 
         *lp_obj = NAN;
         return SMALL_MIP_UNSOLVED;
     }
-    glp_term_out(GLP_OFF);
+    glp_term_hook(swallow, NULL);
     glp_error_hook(on_glpk_error, &jump);
     small_mip_status st = solve(m, n, ia, ja, ar, seconds, max_nodes, obj, lp_obj);
     glp_error_hook(NULL, NULL);
