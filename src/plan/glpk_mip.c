@@ -76,7 +76,8 @@ static void load(glp_prob *g, const small_mip *m, int n, const int *ia, const in
     glp_set_obj_dir(g, GLP_MIN);
     if (m->n_rows) glp_add_rows(g, m->n_rows);
     if (m->n_cols) glp_add_cols(g, m->n_cols);
-    for (int i = 0; i < m->n_rows; i++) glp_set_row_bnds(g, i + 1, bound_type(m->rlb[i], m->rub[i]), m->rlb[i], m->rub[i]);
+    for (int i = 0; i < m->n_rows; i++)
+        glp_set_row_bnds(g, i + 1, bound_type(m->rlb[i], m->rub[i]), m->rlb[i], m->rub[i]);
     for (int j = 0; j < m->n_cols; j++) {
         glp_set_col_bnds(g, j + 1, bound_type(m->lb[j], m->ub[j]), m->lb[j], m->ub[j]);
         glp_set_obj_coef(g, j + 1, m->obj[j]);
@@ -91,19 +92,14 @@ static int ms_left(double deadline_s, double now_s)
     return ms < 1 ? 1 : ms > 1e9 ? 1000000000 : (int)ms;
 }
 
-typedef struct search {
-    int max_nodes, nodes;
-} search;
-
-/* Gives up a search past its node limit: a limit on work rather than on
- * time, so that which solver answers does not depend on the machine. */
+/* Gives up a search past its node limit (info: an int): a limit on work
+ * rather than on time, so that which solver answers does not depend on
+ * the machine. */
 static void on_node(glp_tree *tree, void *info)
 {
-    search *s = info;
     int active, all, total;
     glp_ios_tree_size(tree, &active, &all, &total);
-    s->nodes = total;
-    if (glp_ios_reason(tree) == GLP_ISELECT && total > s->max_nodes) glp_ios_terminate(tree);
+    if (glp_ios_reason(tree) == GLP_ISELECT && total > *(const int *)info) glp_ios_terminate(tree);
 }
 
 /* The solve proper: *lp_obj is the LP relaxation's optimum once reached. */
@@ -111,7 +107,6 @@ static small_mip_status solve(const small_mip *m, int n, const int *ia, const in
                               double seconds, int max_nodes, double *obj, double *lp_obj)
 {
     small_mip_status st = SMALL_MIP_UNSOLVED;
-    search sr = {max_nodes, 0};
     double deadline = glp_time() / 1000.0 + seconds;
     glp_prob *g = glp_create_prob();
     load(g, m, n, ia, ja, ar);
@@ -126,7 +121,7 @@ static small_mip_status solve(const small_mip *m, int n, const int *ia, const in
         glp_init_iocp(&ip);
         ip.msg_lev = GLP_MSG_OFF, ip.tm_lim = ms_left(deadline, glp_time() / 1000.0);
         ip.tol_int = 1e-9; /* a column within this of a whole number is whole, as CBC is told */
-        ip.cb_func = on_node, ip.cb_info = &sr;
+        ip.cb_func = on_node, ip.cb_info = &max_nodes;
         int mip_ret = glp_intopt(g, &ip), mip_status = glp_mip_status(g);
         if (!mip_ret && mip_status == GLP_OPT) st = SMALL_MIP_OPTIMAL, *obj = glp_mip_obj_val(g);
         if (!mip_ret && mip_status == GLP_NOFEAS) st = SMALL_MIP_INFEASIBLE;
