@@ -206,6 +206,21 @@ static int add_node(importer *im, poet_op op, const int *inputs, int n_inputs, c
     return v;
 }
 
+/* The name of a step np maps to beside its own output: "OUTPUT/suffix",
+ * the output cut where the two would not fit. */
+static void step_name(char name[POET_NAME_BYTES], const Onnx__NodeProto *np, const char *suffix)
+{
+    snprintf(name, POET_NAME_BYTES, "%.*s/%s", POET_NAME_BYTES - 2 - (int)strlen(suffix), np->output[0], suffix);
+}
+
+/* A one-input step of np's mapping, named by step_name. */
+static int add_step(importer *im, const Onnx__NodeProto *np, poet_op op, int x, const poet_attrs *a, const char *suffix)
+{
+    char name[POET_NAME_BYTES];
+    step_name(name, np, suffix);
+    return add_node(im, op, &x, 1, a, name);
+}
+
 /* Names output k of np as poet node v. */
 static poet_status name_output(importer *im, const Onnx__NodeProto *np, int k, int v)
 {
@@ -600,7 +615,7 @@ static poet_status map_layernorm(importer *im, const Onnx__NodeProto *np)
 /* x times (op mul) or plus (add) a per-channel tensor t, [C] as [C, 1...]
  * against x's channel axis; trained where t is an initializer, as
  * everywhere. Nothing where t is a constant 1 (mul) or 0 (add). */
-static int per_channel(importer *im, const Onnx__NodeProto *np, int x, poet_op op, const value *t, const char *name)
+static int per_channel(importer *im, const Onnx__NodeProto *np, int x, poet_op op, const value *t, const char *suffix)
 {
     const value *trained = trained_tensor(im, t);
     bool trivial = !trained;
@@ -610,7 +625,7 @@ static int per_channel(importer *im, const Onnx__NodeProto *np, int x, poet_op o
     if (t->t.n != (uint64_t)s->dim[1]) return refuse(im, np, "its scale and bias need one value per channel"), -1;
     poet_attrs a = {.ndim = s->ndim - 1, .dim = {(int32_t)s->dim[1], 1, 1},
                     .flags = trained ? POET_ATTR_OPERAND_PARAM : POET_ATTR_OPERAND_CONST};
-    int v = add_node(im, op, &x, 1, &a, name);
+    int v = add_step(im, np, op, x, &a, suffix);
     return v < 0 || fill(im, trained ? trained : t, !trained, 0, 0, 0) ? -1 : v;
 }
 
@@ -626,27 +641,20 @@ static poet_status map_instancenorm(importer *im, const Onnx__NodeProto *np)
     if (!bias) return im->err->status;
     poet_shape s = *shape_of(im, x);
     if (s.ndim < 3) return refuse(im, np, "its input has no dimension to normalize over");
-    char name[POET_NAME_BYTES];
-    const char *out = np->output[0];
     int cur = x;
     if (s.ndim > 3) {
         poet_attrs flat = {.ndim = 3, .dim = {(int32_t)s.dim[0], (int32_t)s.dim[1], (int32_t)(s.dim[2] * s.dim[3])}};
-        snprintf(name, sizeof name, "%.*s/rows", POET_NAME_BYTES - 6, out);
-        if ((cur = add_node(im, POET_OP_RESHAPE, &cur, 1, &flat, name)) < 0) return im->err->status;
+        if ((cur = add_step(im, np, POET_OP_RESHAPE, cur, &flat, "rows")) < 0) return im->err->status;
     }
     poet_attrs norm = {.eps = attr_float(np, "epsilon", 1e-5f), .flags = POET_ATTR_NO_AFFINE};
-    snprintf(name, sizeof name, "%.*s/norm", POET_NAME_BYTES - 6, out);
-    if ((cur = add_node(im, POET_OP_LAYERNORM, &cur, 1, &norm, name)) < 0) return im->err->status;
+    if ((cur = add_step(im, np, POET_OP_LAYERNORM, cur, &norm, "norm")) < 0) return im->err->status;
     if (s.ndim > 3) {
         poet_attrs back = {.ndim = 4};
         for (int k = 0; k < 4; k++) back.dim[k] = (int32_t)s.dim[k];
-        snprintf(name, sizeof name, "%.*s/back", POET_NAME_BYTES - 6, out);
-        if ((cur = add_node(im, POET_OP_RESHAPE, &cur, 1, &back, name)) < 0) return im->err->status;
+        if ((cur = add_step(im, np, POET_OP_RESHAPE, cur, &back, "back")) < 0) return im->err->status;
     }
-    snprintf(name, sizeof name, "%.*s/scale", POET_NAME_BYTES - 7, out);
-    if ((cur = per_channel(im, np, cur, POET_OP_MUL, scale, name)) < 0) return im->err->status;
-    snprintf(name, sizeof name, "%.*s/bias", POET_NAME_BYTES - 6, out);
-    if ((cur = per_channel(im, np, cur, POET_OP_ADD, bias, name)) < 0) return im->err->status;
+    if ((cur = per_channel(im, np, cur, POET_OP_MUL, scale, "scale")) < 0) return im->err->status;
+    if ((cur = per_channel(im, np, cur, POET_OP_ADD, bias, "bias")) < 0) return im->err->status;
     return name_output(im, np, 0, cur);
 }
 
@@ -704,21 +712,17 @@ static poet_status map_mean_axis(importer *im, const Onnx__NodeProto *np, int x)
     if (a < 0 || a >= s.ndim || s.ndim < 2)
         return refuse(im, np, "ReduceMean is supported over one axis, over H and W (a global average pool), or as "
                               "the start of a layer norm");
-    char name[POET_NAME_BYTES];
     int cur = x;
     if (a != s.ndim - 1) {
         poet_attrs t = {0};
         for (int k = 0, j = 0; k < s.ndim; k++)
             if (k != a) t.perm[j++] = k;
         t.perm[s.ndim - 1] = (int32_t)a;
-        snprintf(name, sizeof name, "%.*s/last", POET_NAME_BYTES - 6, np->output[0]);
-        if ((cur = add_node(im, POET_OP_TRANSPOSE, &cur, 1, &t, name)) < 0) return im->err->status;
+        if ((cur = add_step(im, np, POET_OP_TRANSPOSE, cur, &t, "last")) < 0) return im->err->status;
     }
     poet_attrs rows = {.ndim = 3, .dim = {1, (int32_t)(poet_shape_numel(&s) / (uint64_t)s.dim[a]), (int32_t)s.dim[a]}};
-    snprintf(name, sizeof name, "%.*s/rows", POET_NAME_BYTES - 6, np->output[0]);
-    if ((cur = add_node(im, POET_OP_RESHAPE, &cur, 1, &rows, name)) < 0) return im->err->status;
-    snprintf(name, sizeof name, "%.*s/mean", POET_NAME_BYTES - 6, np->output[0]);
-    if ((cur = add_node(im, POET_OP_GLOBAL_AVGPOOL, &cur, 1, NULL, name)) < 0) return im->err->status;
+    if ((cur = add_step(im, np, POET_OP_RESHAPE, cur, &rows, "rows")) < 0) return im->err->status;
+    if ((cur = add_step(im, np, POET_OP_GLOBAL_AVGPOOL, cur, NULL, "mean")) < 0) return im->err->status;
     int64_t dims[TENSOR_MAX_DIMS];
     int nd = 0;
     bool keep = attr_int(np, "keepdims", 1);
@@ -911,9 +915,7 @@ static poet_status transpose_merged(importer *im, const Onnx__NodeProto *np, int
     if (!moves) return name_view(im, np, 0, x, &w); /* the element order stays */
     poet_attrs r = {.ndim = n_groups};
     for (int k = 0; k < n_groups; k++) r.dim[k] = (int32_t)dims[k];
-    char name[POET_NAME_BYTES];
-    snprintf(name, sizeof name, "%.*s/merged", POET_NAME_BYTES - 8, np->output[0]);
-    int merged = add_node(im, POET_OP_RESHAPE, &x, 1, &r, name);
+    int merged = add_step(im, np, POET_OP_RESHAPE, x, &r, "merged");
     int v = merged < 0 ? -1 : add_node(im, POET_OP_TRANSPOSE, &merged, 1, &a, np->output[0]);
     return v < 0 ? im->err->status : name_view(im, np, 0, v, &w);
 }
@@ -1117,10 +1119,8 @@ static poet_status map_gather(importer *im, const Onnx__NodeProto *np)
     if (i < 0 || i >= d) return refuse(im, np, "its index is out of range");
     int cur = x;
     if (d > 1) {
-        char name[POET_NAME_BYTES];
-        snprintf(name, sizeof name, "%.*s/slice", POET_NAME_BYTES - 7, np->output[0]);
         poet_attrs a = {.axis = (int32_t)axis, .start = (int32_t)i, .end = (int32_t)i + 1};
-        if ((cur = add_node(im, POET_OP_SLICE, &x, 1, &a, name)) < 0) return im->err->status;
+        if ((cur = add_step(im, np, POET_OP_SLICE, x, &a, "slice")) < 0) return im->err->status;
     }
     if (at->ndim == 1) return name_output(im, np, 0, cur);
     int64_t dims[TENSOR_MAX_DIMS];
