@@ -1368,6 +1368,11 @@ static void cover_whole(cover *c)
  * branch whose relaxation reaches it: no solution left below it then
  * proves the target itself, sooner than the optimum could be found and
  * proved. */
+/* A covering model's objective (the energy above the full-memory energy,
+ * as a fraction of it) as a bound in joules, less a margin for the
+ * solvers' tolerances. */
+static double cover_joules(const cover *c, double obj) { return c->p->full_memory_energy_j * (1 + obj) * (1 - 1e-7); }
+
 static double cover_solve(cover *c, double seconds, double target_j)
 {
     double full = c->p->full_memory_energy_j, bound = NAN;
@@ -1379,8 +1384,8 @@ static double cover_solve(cover *c, double seconds, double target_j)
                         l->trow, l->tcol, l->tval};
         small_mip_status st = glpk_mip_solve(&sm, seconds, GLPK_MAX_NODES, &obj);
         if (st == SMALL_MIP_INFEASIBLE) return INFINITY;
-        if (st == SMALL_MIP_OPTIMAL) return full * (1 + obj) * (1 - 1e-7);
-        if (isfinite(obj)) bound = full * (1 + obj) * (1 - 1e-7);
+        if (st == SMALL_MIP_OPTIMAL) return cover_joules(c, obj);
+        if (isfinite(obj)) bound = cover_joules(c, obj);
         seconds -= plan_wall_s() - started;
     }
     csc m;
@@ -1402,10 +1407,9 @@ static double cover_solve(cover *c, double seconds, double target_j)
     solved sv;
     solve_apart(&(solve_job){.cbc = cbc, .n_cols = c->l.n_cols, .deadline = plan_wall_s() + 1.25 * seconds + 0.5},
                 &sv);
-    /* CBC's best possible objective bounds the optimum even when it ran
-     * out of time; less a margin for its tolerances */
+    /* CBC's best possible objective bounds the optimum even when it ran out of time */
     if (sv.ended && !sv.infeasible && isfinite(sv.bound) && sv.bound >= 0 && sv.bound < 1e30)
-        bound = fmax(bound, full * (1 + sv.bound) * (1 - 1e-7));
+        bound = fmax(bound, cover_joules(c, sv.bound));
     else if (sv.ended && sv.infeasible) /* the model has the schedules: none below the cutoff, or none at all */
         bound = isfinite(cutoff) ? fmax(bound, target_j) : INFINITY;
     free(sv.x);
