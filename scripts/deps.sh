@@ -8,7 +8,7 @@
 set -euo pipefail
 device=(gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm)
 packages=(gcc libc6-dev make cmake pkg-config libcjson-dev zlib1g-dev coinor-libcbc-dev libglpk-dev libltdl-dev
-    python3-sklearn libprotobuf-c-dev protobuf-c-compiler libonnx-dev)
+    liblapack-dev libblas-dev libgfortran-12-dev python3-sklearn libprotobuf-c-dev protobuf-c-compiler libonnx-dev)
 case "${1:-}" in
 --test) packages+=(clang libclang-rt-14-dev python3-torch python3-torchvision python3-onnx "${device[@]}") ;;
 --bench) packages+=(dataset-fashion-mnist python3-pulp python3-torch "${device[@]}") ;;
