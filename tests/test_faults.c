@@ -4,7 +4,11 @@
  * writing and reading schedules, starting the runtime, a training step and
  * a checkpoint. Each failure must come back as a status
  * (never a crash); the sanitizer build checks that nothing leaks. malloc,
- * calloc and realloc are wrapped at link time (-Wl,--wrap). */
+ * calloc and realloc are wrapped at link time (-Wl,--wrap), and with them
+ * COIN-OR's operator new (libstdc++ is linked from its archive): a failure
+ * there ends the child process that runs the solve ("terminate called after
+ * throwing an instance of 'std::bad_alloc'" on stderr), and the planner
+ * goes on without that solve's answer. */
 #include <stdlib.h>
 #include <string.h>
 

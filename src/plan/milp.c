@@ -316,26 +316,6 @@ static bool to_csc(const lp *l, csc *c)
     return ok;
 }
 
-/* Loads the model's matrix into CBC in bulk, with these column bounds. */
-static Cbc_Model *load_cbc(const lp *l, const csc *c, const double *lb, const double *ub)
-{
-    Cbc_Model *cbc = Cbc_newModel();
-    Cbc_loadProblem(cbc, l->n_cols, l->n_rows, c->start, c->index, c->value, lb, ub, l->obj, l->rlb, l->rub);
-    for (int j = 0; j < l->n_cols; j++)
-        if (l->is_int[j]) Cbc_setInteger(cbc, j);
-    Cbc_setObjSense(cbc, 1);
-    return cbc;
-}
-
-static Cbc_Model *to_cbc(const model *m)
-{
-    csc c;
-    if (!to_csc(&m->lp, &c)) return NULL;
-    Cbc_Model *cbc = load_cbc(&m->lp, &c, m->lp.lb, m->lp.ub);
-    csc_free(&c);
-    return cbc;
-}
-
 /* Calls fn for each decision column (R, SRam, MIn, MOut) with the matrix
  * of the schedule it stands for. */
 static void each_decision(const model *m, void (*fn)(int col, int matrix, int t, int i, void *ctx), void *ctx)
@@ -365,16 +345,20 @@ static void add_start_value(int col, int matrix, int t, int i, void *ctx)
     c->val[c->n++] = poet_sched_get(c->s, matrix, t, i) ? 1.0 : 0.0;
 }
 
-/* The integer columns' values for a schedule, as a MIP start. */
-static void mip_start(Cbc_Model *cbc, const model *m, const poet_schedule *s)
+/* A MIP start for CBC: the integer columns' values for a schedule. */
+typedef struct mip_start {
+    int n, *idx;
+    double *val;
+} mip_start;
+
+static mip_start start_from(const model *m, const poet_schedule *s)
 {
     start_ctx c = {m, s, 0, malloc((size_t)m->lp.n_cols * sizeof(int)), malloc((size_t)m->lp.n_cols * sizeof(double))};
-    if (c.idx && c.val) {
-        each_decision(m, add_start_value, &c);
-        Cbc_setMIPStartI(cbc, c.n, c.idx, c.val);
-    }
-    free(c.idx), free(c.val);
+    if (c.idx && c.val) each_decision(m, add_start_value, &c);
+    return (mip_start){c.idx && c.val ? c.n : 0, c.idx, c.val};
 }
+
+static void start_free(mip_start *s) { free(s->idx), free(s->val); }
 
 typedef struct extract_ctx {
     const double *x;
@@ -485,7 +469,6 @@ static void log_read(cbc_log *g)
 static void set_params(Cbc_Model *cbc, const poet_plan_options *o, double seconds)
 {
     char buf[64];
-    Cbc_setLogLevel(cbc, 1);
     snprintf(buf, sizeof buf, "%.3f", seconds);
     Cbc_setParameter(cbc, "seconds", buf);
     Cbc_setParameter(cbc, "timeMode", "elapsed");
@@ -507,6 +490,62 @@ static void set_params(Cbc_Model *cbc, const poet_plan_options *o, double second
         Cbc_setParameter(cbc, "randomSeed", "1");
         Cbc_setParameter(cbc, "randomCbcSeed", "1");
     }
+}
+
+/* The options of the solves poet runs for itself (bounds, windows): one
+ * thread, no log, reproducible, to a proof. */
+static poet_plan_options quiet_cbc(void)
+{
+    return (poet_plan_options){.threads = 1, .quiet = true, .deterministic = true, .gap = 1e-9};
+}
+
+/* What CBC is to solve, and how, as plain data. The process that runs the
+ * solve (a child: solve_apart) builds CBC's model from it, so that no
+ * COIN-OR code runs in poet's own process: COIN-OR answers a failed
+ * allocation by terminating the process (std::bad_alloc). */
+typedef struct cbc_recipe {
+    const lp *l;
+    const csc *c;          /* l's matrix */
+    const double *lb, *ub; /* column bounds: l's own, or a window's fixings */
+    poet_plan_options o;   /* threads, gap, determinism */
+    double seconds;        /* CBC's limit, from issued_at: loading the model counts */
+    double min_seconds;    /* but never less than this */
+    double issued_at;      /* plan_wall_s() */
+    int log_level;         /* 1 where the solve reports progress */
+    bool bound_only;       /* no preprocessing, no heuristics: below */
+    double cutoff;         /* in the model's units; INFINITY: none */
+    mip_start start;
+    const char *write_mps; /* where CBC writes the model (appending .mps), or NULL */
+} cbc_recipe;
+
+static Cbc_Model *cbc_build(const cbc_recipe *r)
+{
+    const lp *l = r->l;
+    Cbc_Model *cbc = Cbc_newModel();
+    Cbc_loadProblem(cbc, l->n_cols, l->n_rows, r->c->start, r->c->index, r->c->value, r->lb, r->ub, l->obj, l->rlb,
+                    l->rub);
+    for (int j = 0; j < l->n_cols; j++)
+        if (l->is_int[j]) Cbc_setInteger(cbc, j);
+    Cbc_setObjSense(cbc, 1);
+    if (r->write_mps) Cbc_writeMps(cbc, r->write_mps);
+    if (r->start.n) Cbc_setMIPStartI(cbc, r->start.n, r->start.idx, r->start.val);
+    double seconds = fmax(r->seconds - (plan_wall_s() - r->issued_at), fmax(r->min_seconds, 1e-3));
+    set_params(cbc, &r->o, seconds);
+    Cbc_setLogLevel(cbc, r->log_level);
+    if (r->bound_only) {
+        /* CBC 2.10's integer preprocessing can cut off a covering model's
+         * optimum and then prove a wrong one: a bound above a feasible
+         * schedule (tests/test_milp.c replays one, 921 against the optimum
+         * 868) */
+        Cbc_setParameter(cbc, "preprocess", "off");
+        /* a bound is all that is asked, never a solution: CBC's heuristics,
+         * which look for solutions, took half of a small model's solve
+         * (dag_4 of the random-graph table) and left bounds no higher on
+         * large ones */
+        Cbc_setParameter(cbc, "heuristicsOnOff", "off"); /* the feasibility pump too */
+    }
+    if (isfinite(r->cutoff)) Cbc_setCutoff(cbc, r->cutoff);
+    return cbc;
 }
 
 /* CBC's driver prints its log on standard output, which belongs to the
@@ -539,7 +578,7 @@ typedef struct solved {
 /* A solve to run apart: CBC's on a model (reporting progress, or not), or
  * CLP's on an LP; either leaves its answers in out. */
 typedef struct solve_job {
-    Cbc_Model *cbc;
+    const cbc_recipe *cbc;
     double scale;    /* joules per unit of CBC's objective, for progress; 0: the solve does not report */
     const poet_problem *lp_of; /* the LP relaxation of this problem's MILP, built where it is solved */
     const milp_options *mo;
@@ -557,13 +596,15 @@ static void run_job(const solve_job *job, solved *out, int log)
         solve_lp(job, out);
         return;
     }
-    quiet_solve(job->cbc, log);
-    const double *x = Cbc_bestSolution(job->cbc);
-    out->optimal = Cbc_isProvenOptimal(job->cbc), out->infeasible = Cbc_isProvenInfeasible(job->cbc);
-    out->obj = Cbc_getObjValue(job->cbc), out->bound = Cbc_getBestPossibleObjValue(job->cbc);
+    Cbc_Model *cbc = cbc_build(job->cbc);
+    quiet_solve(cbc, log);
+    const double *x = Cbc_bestSolution(cbc);
+    out->optimal = Cbc_isProvenOptimal(cbc), out->infeasible = Cbc_isProvenInfeasible(cbc);
+    out->obj = Cbc_getObjValue(cbc), out->bound = Cbc_getBestPossibleObjValue(cbc);
     out->x = x ? malloc((size_t)job->n_cols * sizeof(double)) : NULL;
     if (out->x) memcpy(out->x, x, (size_t)job->n_cols * sizeof(double));
     out->has_x = out->x != NULL;
+    Cbc_deleteModel(cbc);
 }
 
 static bool write_all(int fd, const void *buf, size_t n)
@@ -622,7 +663,9 @@ static void read_back(pid_t pid, int fd, const solve_job *job, cbc_log *g, solve
 }
 
 /* Solves in a child process and reads the answers back (and, where the
- * solve reports, its log as it comes). Debian's CBC 2.10
+ * solve reports, its log as it comes). The child builds the model too, so
+ * that COIN-OR's terminating on a failed allocation loses only the solve.
+ * Debian's CBC 2.10
  * can abort on an internal assertion (tests/test_milp.c replays one such
  * model) and segfaulted in CglPreProcess::postProcess during a window solve
  * on BERT (core dump from a benchmark run); in a child, only the solve is
@@ -697,12 +740,11 @@ static poet_status solve(const poet_problem *p, const milp_options *mo, const po
     model m;
     poet_status st = model_build(&m, p, mo->paging, mo->remat, false, err);
     if (st) return st;
-    Cbc_Model *cbc = to_cbc(&m);
-    if (!cbc) {
+    csc c;
+    if (!to_csc(&m.lp, &c)) {
         model_free(&m);
-        return poet_fail(err, POET_ERR_NOMEM, "out of memory loading the MILP into CBC");
+        return poet_fail(err, POET_ERR_NOMEM, "out of memory building the MILP's matrix");
     }
-    if (o->write_mps) Cbc_writeMps(cbc, o->write_mps); /* CBC appends .mps */
     poet_schedule start;
     bool have_start = plan_best_baseline(p, mo->paging, mo->remat, &start);
     if (mo->start && better_start(p, mo->start, have_start ? &start : NULL)) {
@@ -710,17 +752,20 @@ static poet_status solve(const poet_problem *p, const milp_options *mo, const po
         have_start = !poet_schedule_copy(&start, mo->start, NULL);
     }
     double start_at = plan_wall_s(); /* a caller's start keeps its own time, which the caller knows */
-    if (have_start) mip_start(cbc, &m, &start);
-    /* the limit covers the whole planner, warm start and model included */
-    double seconds = limit_s(o) - (plan_wall_s() - started);
-    /* CBC looks at its clock between phases and overruns by a few percent:
+    cbc_recipe rc = {.l = &m.lp, .c = &c, .lb = m.lp.lb, .ub = m.lp.ub, .o = *o, .min_seconds = 1, .log_level = 1,
+                     .cutoff = INFINITY, .write_mps = o->write_mps};
+    if (have_start) rc.start = start_from(&m, &start);
+    /* the limit covers the whole planner, warm start and model included;
+     * CBC looks at its clock between phases and overruns by a few percent:
      * keep that inside the limit, and time to read the answer back */
-    seconds = 0.97 * seconds - 1;
-    set_params(cbc, o, seconds > 1 ? seconds : 1);
+    rc.issued_at = plan_wall_s();
+    rc.seconds = 0.97 * (limit_s(o) - (rc.issued_at - started)) - 1;
     progress_report("milp", NAN, NAN);
     solved sv;
-    solve_job job = {.cbc = cbc, .scale = 1.0 / m.obj_scale, .n_cols = m.lp.n_cols, .deadline = started + limit_s(o)};
+    solve_job job = {.cbc = &rc, .scale = 1.0 / m.obj_scale, .n_cols = m.lp.n_cols, .deadline = started + limit_s(o)};
     solve_apart(&job, &sv);
+    start_free(&rc.start);
+    csc_free(&c);
     const double *x = sv.x;
     double bound = sv.bound / m.obj_scale;
     progress_report(NULL, x ? sv.obj / m.obj_scale : NAN, bound);
@@ -762,7 +807,6 @@ static poet_status solve(const poet_problem *p, const milp_options *mo, const po
     }
     free(sv.x);
     if (have_start) poet_schedule_free(&start);
-    Cbc_deleteModel(cbc);
     model_free(&m);
     return st;
 }
@@ -775,20 +819,19 @@ static void smallest_budget(const poet_problem *p, const milp_options *mo, doubl
     model m;
     *lo = p->min_budget_bytes, *hi = 0;
     if (model_build(&m, p, mo->paging, mo->remat, true, NULL)) return;
-    Cbc_Model *cbc = to_cbc(&m);
-    if (cbc) {
-        poet_plan_options o = {.time_limit_s = seconds, .threads = 1, .quiet = true, .deterministic = true, .gap = 1e-9};
-        set_params(cbc, &o, seconds);
-        Cbc_setLogLevel(cbc, 0);
+    csc c;
+    if (to_csc(&m.lp, &c)) {
+        cbc_recipe rc = {.l = &m.lp, .c = &c, .lb = m.lp.lb, .ub = m.lp.ub, .o = quiet_cbc(), .seconds = seconds,
+                         .issued_at = plan_wall_s(), .cutoff = INFINITY};
         solved sv;
         double deadline = plan_wall_s() + 1.1 * seconds + 1;
-        solve_apart(&(solve_job){.cbc = cbc, .n_cols = m.lp.n_cols, .deadline = deadline}, &sv);
+        solve_apart(&(solve_job){.cbc = &rc, .n_cols = m.lp.n_cols, .deadline = deadline}, &sv);
         /* M is in units of the keep-all peak */
         double b = sv.bound / m.mem_scale;
         if (sv.ended && isfinite(b) && b > (double)*lo) *lo = (uint64_t)ceil(b - 1e-3);
         if (sv.has_x) *hi = (uint64_t)ceil(sv.obj / m.mem_scale);
         free(sv.x);
-        Cbc_deleteModel(cbc);
+        csc_free(&c);
     }
     model_free(&m);
 }
@@ -1390,22 +1433,11 @@ static double cover_solve(cover *c, double seconds, double target_j)
     }
     csc m;
     if (seconds <= 0 || !to_csc(&c->l, &m)) return bound;
-    Cbc_Model *cbc = load_cbc(&c->l, &m, c->l.lb, c->l.ub);
-    poet_plan_options o = {.threads = 1, .quiet = true, .deterministic = true, .gap = 1e-9};
-    set_params(cbc, &o, seconds);
-    Cbc_setLogLevel(cbc, 0);
-    /* CBC 2.10's integer preprocessing can cut off this model's optimum and
-     * then prove a wrong one: a bound above a feasible schedule
-     * (tests/test_milp.c replays one, 921 against the optimum 868) */
-    Cbc_setParameter(cbc, "preprocess", "off");
-    /* a bound is all that is asked, never a solution: CBC's heuristics,
-     * which look for solutions, took half of a small model's solve (dag_4
-     * of the random-graph table) and left bounds no higher on large ones */
-    Cbc_setParameter(cbc, "heuristicsOnOff", "off"); /* the feasibility pump too */
     double cutoff = target_j > 0 ? target_j / (1 - 1e-7) / full - 1 : INFINITY; /* less the margin: target_j */
-    if (isfinite(cutoff)) Cbc_setCutoff(cbc, cutoff);
+    cbc_recipe rc = {.l = &c->l, .c = &m, .lb = c->l.lb, .ub = c->l.ub, .o = quiet_cbc(), .seconds = seconds,
+                     .issued_at = plan_wall_s(), .bound_only = true, .cutoff = cutoff};
     solved sv;
-    solve_apart(&(solve_job){.cbc = cbc, .n_cols = c->l.n_cols, .deadline = plan_wall_s() + 1.25 * seconds + 0.5},
+    solve_apart(&(solve_job){.cbc = &rc, .n_cols = c->l.n_cols, .deadline = plan_wall_s() + 1.25 * seconds + 0.5},
                 &sv);
     /* CBC's best possible objective bounds the optimum even when it ran out of time */
     if (sv.ended && !sv.infeasible && isfinite(sv.bound) && sv.bound >= 0 && sv.bound < 1e30)
@@ -1413,7 +1445,6 @@ static double cover_solve(cover *c, double seconds, double target_j)
     else if (sv.ended && sv.infeasible) /* the model has the schedules: none below the cutoff, or none at all */
         bound = isfinite(cutoff) ? fmax(bound, target_j) : INFINITY;
     free(sv.x);
-    Cbc_deleteModel(cbc);
     csc_free(&m);
     return bound;
 }
@@ -1537,15 +1568,13 @@ static bool improve_window(const poet_problem *p, const model *m, const csc *c, 
 {
     fx->s = s;
     each_decision(m, fix_outside, fx);
-    Cbc_Model *cbc = load_cbc(&m->lp, c, fx->lb, fx->ub);
-    mip_start(cbc, m, s);
-    poet_plan_options o = {.threads = 1, .quiet = true, .deterministic = true, .gap = 1e-9};
-    set_params(cbc, &o, seconds);
-    Cbc_setLogLevel(cbc, 0);
+    cbc_recipe rc = {.l = &m->lp, .c = c, .lb = fx->lb, .ub = fx->ub, .o = quiet_cbc(), .seconds = seconds,
+                     .issued_at = plan_wall_s(), .cutoff = INFINITY, .start = start_from(m, s)};
     solved sv;
     /* the window's share of the search's time: 1.25 times its limit (0.8 of what is left) */
     double deadline = plan_wall_s() + 1.25 * seconds;
-    solve_apart(&(solve_job){.cbc = cbc, .n_cols = m->lp.n_cols, .deadline = deadline}, &sv);
+    solve_apart(&(solve_job){.cbc = &rc, .n_cols = m->lp.n_cols, .deadline = deadline}, &sv);
+    start_free(&rc.start);
     bool better = false;
     poet_schedule next;
     if (sv.has_x && sv.obj / m->obj_scale < *energy * (1 - 1e-9) && !poet_schedule_init(&next, p->T, NULL)) {
@@ -1563,7 +1592,6 @@ static bool improve_window(const poet_problem *p, const model *m, const csc *c, 
         }
     }
     free(sv.x);
-    Cbc_deleteModel(cbc);
     return better;
 }
 
