@@ -508,9 +508,8 @@ typedef struct cbc_recipe {
     const csc *c;          /* l's matrix */
     const double *lb, *ub; /* column bounds: l's own, or a window's fixings */
     poet_plan_options o;   /* threads, gap, determinism */
-    double seconds;        /* CBC's limit, from issued_at: loading the model counts */
+    double seconds;        /* CBC's limit from when the solve is issued: loading the model counts */
     double min_seconds;    /* but never less than this */
-    double issued_at;      /* plan_wall_s() */
     int log_level;         /* 1 where the solve reports progress */
     bool bound_only;       /* no preprocessing, no heuristics: below */
     double cutoff;         /* in the model's units; INFINITY: none */
@@ -518,7 +517,8 @@ typedef struct cbc_recipe {
     const char *write_mps; /* where CBC writes the model (appending .mps), or NULL */
 } cbc_recipe;
 
-static Cbc_Model *cbc_build(const cbc_recipe *r)
+/* CBC's model from r, for a solve issued at plan_wall_s() issued_at. */
+static Cbc_Model *cbc_build(const cbc_recipe *r, double issued_at)
 {
     const lp *l = r->l;
     Cbc_Model *cbc = Cbc_newModel();
@@ -529,7 +529,7 @@ static Cbc_Model *cbc_build(const cbc_recipe *r)
     Cbc_setObjSense(cbc, 1);
     if (r->write_mps) Cbc_writeMps(cbc, r->write_mps);
     if (r->start.n) Cbc_setMIPStartI(cbc, r->start.n, r->start.idx, r->start.val);
-    double seconds = fmax(r->seconds - (plan_wall_s() - r->issued_at), fmax(r->min_seconds, 1e-3));
+    double seconds = fmax(r->seconds - (plan_wall_s() - issued_at), fmax(r->min_seconds, 1e-3));
     set_params(cbc, &r->o, seconds);
     Cbc_setLogLevel(cbc, r->log_level);
     if (r->bound_only) {
@@ -588,7 +588,7 @@ typedef struct solve_job {
 
 static void solve_lp(const solve_job *job, solved *out);
 
-static void run_job(const solve_job *job, solved *out, int log)
+static void run_job(const solve_job *job, double issued_at, solved *out, int log)
 {
     memset(out, 0, sizeof *out);
     out->ended = true;
@@ -596,7 +596,7 @@ static void run_job(const solve_job *job, solved *out, int log)
         solve_lp(job, out);
         return;
     }
-    Cbc_Model *cbc = cbc_build(job->cbc);
+    Cbc_Model *cbc = cbc_build(job->cbc, issued_at);
     quiet_solve(cbc, log);
     const double *x = Cbc_bestSolution(cbc);
     out->optimal = Cbc_isProvenOptimal(cbc), out->infeasible = Cbc_isProvenInfeasible(cbc);
@@ -674,6 +674,7 @@ static void read_back(pid_t pid, int fd, const solve_job *job, cbc_log *g, solve
 static void solve_apart(const solve_job *job, solved *out)
 {
     int fd[2], lg[2] = {-1, -1};
+    double issued_at = plan_wall_s();
     fflush(stdout), fflush(stderr);
     bool piped = pipe(fd) == 0;
     if (piped && job->scale && pipe(lg) != 0) close(fd[0]), close(fd[1]), piped = false;
@@ -683,7 +684,7 @@ static void solve_apart(const solve_job *job, solved *out)
             close(fd[0]);
             if (lg[0] >= 0) close(lg[0]);
             solved mine;
-            run_job(job, &mine, lg[1]);
+            run_job(job, issued_at, &mine, lg[1]);
             bool ok = write_all(fd[1], &mine, sizeof mine) &&
                       (!mine.has_x || write_all(fd[1], mine.x, (size_t)job->n_cols * sizeof(double)));
             _exit(ok ? 0 : 1);
@@ -696,7 +697,7 @@ static void solve_apart(const solve_job *job, solved *out)
         if (g.fd >= 0) close(g.fd);
         if (pid > 0) return;
     }
-    run_job(job, out, -1);
+    run_job(job, issued_at, out, -1);
 }
 
 /* The best baseline schedule that respects the variant, or none. */
@@ -758,8 +759,7 @@ static poet_status solve(const poet_problem *p, const milp_options *mo, const po
     /* the limit covers the whole planner, warm start and model included;
      * CBC looks at its clock between phases and overruns by a few percent:
      * keep that inside the limit, and time to read the answer back */
-    rc.issued_at = plan_wall_s();
-    rc.seconds = 0.97 * (limit_s(o) - (rc.issued_at - started)) - 1;
+    rc.seconds = 0.97 * (limit_s(o) - (plan_wall_s() - started)) - 1;
     progress_report("milp", NAN, NAN);
     solved sv;
     solve_job job = {.cbc = &rc, .scale = 1.0 / m.obj_scale, .n_cols = m.lp.n_cols, .deadline = started + limit_s(o)};
@@ -822,7 +822,7 @@ static void smallest_budget(const poet_problem *p, const milp_options *mo, doubl
     csc c;
     if (to_csc(&m.lp, &c)) {
         cbc_recipe rc = {.l = &m.lp, .c = &c, .lb = m.lp.lb, .ub = m.lp.ub, .o = quiet_cbc(), .seconds = seconds,
-                         .issued_at = plan_wall_s(), .cutoff = INFINITY};
+                         .cutoff = INFINITY};
         solved sv;
         double deadline = plan_wall_s() + 1.1 * seconds + 1;
         solve_apart(&(solve_job){.cbc = &rc, .n_cols = m.lp.n_cols, .deadline = deadline}, &sv);
@@ -1435,7 +1435,7 @@ static double cover_solve(cover *c, double seconds, double target_j)
     if (seconds <= 0 || !to_csc(&c->l, &m)) return bound;
     double cutoff = target_j > 0 ? target_j / (1 - 1e-7) / full - 1 : INFINITY; /* less the margin: target_j */
     cbc_recipe rc = {.l = &c->l, .c = &m, .lb = c->l.lb, .ub = c->l.ub, .o = quiet_cbc(), .seconds = seconds,
-                     .issued_at = plan_wall_s(), .bound_only = true, .cutoff = cutoff};
+                     .bound_only = true, .cutoff = cutoff};
     solved sv;
     solve_apart(&(solve_job){.cbc = &rc, .n_cols = c->l.n_cols, .deadline = plan_wall_s() + 1.25 * seconds + 0.5},
                 &sv);
@@ -1569,7 +1569,7 @@ static bool improve_window(const poet_problem *p, const model *m, const csc *c, 
     fx->s = s;
     each_decision(m, fix_outside, fx);
     cbc_recipe rc = {.l = &m->lp, .c = c, .lb = fx->lb, .ub = fx->ub, .o = quiet_cbc(), .seconds = seconds,
-                     .issued_at = plan_wall_s(), .cutoff = INFINITY, .start = start_from(m, s)};
+                     .cutoff = INFINITY, .start = start_from(m, s)};
     solved sv;
     /* the window's share of the search's time: 1.25 times its limit (0.8 of what is left) */
     double deadline = plan_wall_s() + 1.25 * seconds;
