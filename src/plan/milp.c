@@ -1400,6 +1400,11 @@ static void cover_whole(cover *c)
         }
 }
 
+/* A covering model's objective (the energy above the full-memory energy,
+ * as a fraction of it) as a bound in joules, less a margin for the
+ * solvers' tolerances. */
+static double cover_joules(const cover *c, double obj) { return c->p->full_memory_energy_j * (1 + obj) * (1 - 1e-7); }
+
 /* The covering model's bound in joules, NAN where not solved in time.
  * A small model goes to GLPK first, in this process: CBC's driver costs
  * some 20 ms a solve however small the model (its parameter table and cut
@@ -1411,11 +1416,6 @@ static void cover_whole(cover *c)
  * branch whose relaxation reaches it: no solution left below it then
  * proves the target itself, sooner than the optimum could be found and
  * proved. */
-/* A covering model's objective (the energy above the full-memory energy,
- * as a fraction of it) as a bound in joules, less a margin for the
- * solvers' tolerances. */
-static double cover_joules(const cover *c, double obj) { return c->p->full_memory_energy_j * (1 + obj) * (1 - 1e-7); }
-
 static double cover_solve(cover *c, double seconds, double target_j)
 {
     double full = c->p->full_memory_energy_j, bound = NAN;
