@@ -394,6 +394,10 @@ done
 has "update JSON has patch_bytes" '"patch_bytes"' "$tmp/out"
 refuse "update: k" "--k must be a share in (0, 1]" "$poet" update --model mlp_digits_wide --k 0
 refuse "update: method" "--method must be full, dpu, gcpu, rpu or prune" "$poet" update --model mlp_digits_wide --method all
+refuse "update: global share" "--global-share must be a share in" "$poet" update --model mlp_digits_wide \
+    --global-share 1.5
+refuse "update: global share of gcpu" "--global-share weighs dpu's metric" "$poet" update --model mlp_digits_wide \
+    --method gcpu --global-share 1
 refuse "update: too few examples" "training examples: 20 rounds from 200" "$poet" update --model mlp_digits_wide \
     --rounds 20 --epochs 1
 

@@ -1,6 +1,7 @@
 /* Partial training masks and deep partial updating: the masked optimizer
  * step, the server's selection and rewind, and patches applied on a
  * separate device copy, refused whole when anything is off. */
+#include <math.h>
 #include <stdlib.h>
 
 #include <zlib.h>
@@ -75,7 +76,8 @@ typedef struct served {
     poet_update_server *s;
 } served;
 
-static bool serve(served *v, const char *model, poet_update_method m, double k, bool reinit, bool always)
+static bool serve_mixed(served *v, const char *model, poet_update_method m, double k, bool reinit, bool always,
+                        double share)
 {
     poet_err err = {0};
     memset(v, 0, sizeof *v);
@@ -84,12 +86,17 @@ static bool serve(served *v, const char *model, poet_update_method m, double k, 
     if (!v->r.ok) return false;
     poet_engine_config cfg = {&v->g, &v->r.p, &v->r.plan.schedule, NULL, poet_optimizer_default(POET_OPT_SGD), 5, 0,
                               NULL, NULL};
-    poet_update_options o = {m, k, 2, reinit, 9, always};
+    poet_update_options o = {m, k, 2, reinit, 9, always, share};
     if (poet_update_server_new(&v->s, &cfg, &o, &err)) {
         fprintf(stderr, "server: %s\n", err.msg);
         return false;
     }
     return true;
+}
+
+static bool serve(served *v, const char *model, poet_update_method m, double k, bool reinit, bool always)
+{
+    return serve_mixed(v, model, m, k, reinit, always, 0.5);
 }
 
 static void unserve(served *v)
@@ -109,7 +116,7 @@ static void test_frozen_refused(void)
     rig_start(&v.r, &v.g, "keep-all", 0, NULL, poet_optimizer_default(POET_OPT_SGD), 5);
     poet_engine_config cfg = {&v.g, &v.r.p, &v.r.plan.schedule, NULL, poet_optimizer_default(POET_OPT_SGD), 5, 0,
                               NULL, NULL};
-    poet_update_options o = {POET_UPDATE_DPU, 0.1, 2, false, 9, false};
+    poet_update_options o = {POET_UPDATE_DPU, 0.1, 2, false, 9, false, 0.5};
     CHECK(v.r.ok && poet_update_server_new(&v.s, &cfg, &o, &err) && strstr(err.msg, "every parameter must train") &&
           !v.s);
     unserve(&v);
@@ -147,6 +154,29 @@ static void test_k1_is_full(const poet_dataset *d)
         free(a), free(b);
     }
     unserve(&f), unserve(&p);
+}
+
+/* DPU's metric with the whole share on the global contribution ranks as
+ * GCPU does: the same patches and models, bit for bit; a share outside
+ * [0, 1] is refused. */
+static void test_global_share(const poet_dataset *d)
+{
+    served g, p, bad;
+    CHECK(serve(&g, "mlp_digits", POET_UPDATE_GLOBAL, 0.05, false, true));
+    CHECK(serve_mixed(&p, "mlp_digits", POET_UPDATE_DPU, 0.05, false, true, 1));
+    for (int r = 0; r < N_ROUNDS && g.s && p.s; r++) {
+        uint8_t *a, *b;
+        size_t la, lb;
+        poet_update_report ra, rb;
+        CHECK(!round_on(&g, d, ROUNDS[r], &a, &la, &ra) && !round_on(&p, d, ROUNDS[r], &b, &lb, &rb));
+        CHECK(ra.changed == rb.changed && la == lb && a && b && memcmp(a, b, la) == 0);
+        free(a), free(b);
+    }
+    unserve(&g), unserve(&p);
+    for (int k = 0; k < 2; k++) {
+        CHECK(!serve_mixed(&bad, "mlp_digits", POET_UPDATE_DPU, 0.05, false, true, k ? 1.5 : NAN) && !bad.s);
+        unserve(&bad);
+    }
 }
 
 /* After a round exactly k*I weights differ from the deployed ones (for
@@ -379,6 +409,7 @@ int main(void)
     poet_dataset d;
     rt_fake_digits(&d, 200, 20);
     test_k1_is_full(&d);
+    test_global_share(&d);
     for (int m = POET_UPDATE_DPU; m < POET_UPDATE_METHODS; m++)
         if (m != POET_UPDATE_RANDOM) test_rewind_count(&d, (poet_update_method)m);
     test_patch_reproduces(&d, "mlp_digits", POET_UPDATE_DPU, false);

@@ -10,9 +10,9 @@
 
 static const char UPDATE_HELP[] =
     "usage: poet update (--model NAME | --onnx FILE) [--data NAME] [--data-dir DIR]\n"
-    "                   [--method full|dpu|gcpu|rpu|prune] [--k X] [--epochs N]\n"
-    "                   [--rounds N] [--start N] [--step N] [--val N] [--reinit]\n"
-    "                   [--always-send]\n"
+    "                   [--method full|dpu|gcpu|rpu|prune] [--k X] [--global-share A]\n"
+    "                   [--epochs N] [--rounds N] [--start N] [--step N] [--val N]\n"
+    "                   [--reinit] [--always-send]\n"
     "                   [--device DEV] [--budget B | --schedule FILE] [--batch N]\n"
     "                   [--seed S] [--optimizer sgd|adam] [--lr X] [--out DIR] [--json]\n"
     "Deep partial updating (docs/update.md): the server keeps deployed devices\n"
@@ -27,6 +27,9 @@ static const char UPDATE_HELP[] =
     "                  only; rpu: a random subset; prune: the largest weights, the\n"
     "                  rest zero; full: every weight\n"
     "  --k X           share of the weights sent, in (0, 1] (default 0.01)\n"
+    "  --global-share A  dpu's metric: A x global + (1 - A) x local contribution,\n"
+    "                  A in [0, 1] (default 0.5, the paper's; under SGD on the\n"
+    "                  digits 1 does best, under Adam 0.5: BENCHMARKS.md)\n"
     "  --epochs N      of retraining, then of fine-tuning (default 10)\n"
     "  --rounds N      (default 10); --start N (default 200); --step N (default 100)\n"
     "  --val N         the last N training examples validate (default 300)\n"
@@ -41,7 +44,7 @@ static const char UPDATE_HELP[] =
 
 typedef struct update_args {
     train_opts t;
-    const char *method, *k, *epochs, *rounds, *start, *step, *val, *out;
+    const char *method, *k, *global_share, *epochs, *rounds, *start, *step, *val, *out;
     bool reinit, always_send, json;
 } update_args;
 
@@ -60,13 +63,18 @@ static int check_args(update_args *a, update_values *u)
     if (rc) return rc;
     if (!u->v.data) return usage_error(cmd, "give --data (digits or fashion-mnist) for this model", NULL);
     if (a->t.train) return usage_error(cmd, "--train: poet update chooses what each round trains (--method, --k)", NULL);
-    u->o = (poet_update_options){POET_UPDATE_DPU, 0.01, 10, a->reinit, u->v.seed, a->always_send};
+    u->o = (poet_update_options){POET_UPDATE_DPU, 0.01, 10, a->reinit, u->v.seed, a->always_send, 0.5};
     u->rounds = 10, u->start = 200, u->step = 100, u->val = 300;
     if (a->method && !poet_update_method_parse(a->method, &u->o.method))
         return usage_error(cmd, "--method must be full, dpu, gcpu, rpu or prune, got", a->method);
     char *end = NULL;
     if (a->k && (u->o.k = strtod(a->k, &end), *end || end == a->k || !(u->o.k > 0 && u->o.k <= 1)))
         return usage_error(cmd, "--k must be a share in (0, 1], got", a->k);
+    if (a->global_share && (u->o.global_share = strtod(a->global_share, &end), *end || end == a->global_share ||
+                            !(u->o.global_share >= 0 && u->o.global_share <= 1)))
+        return usage_error(cmd, "--global-share must be a share in [0, 1], got", a->global_share);
+    if (a->global_share && u->o.method != POET_UPDATE_DPU)
+        return usage_error(cmd, "--global-share weighs dpu's metric; --method is", poet_update_method_name(u->o.method));
     if (a->epochs && !parse_int(a->epochs, 1, 100000, &u->o.epochs))
         return usage_error(cmd, "--epochs must be 1 to 100000, got", a->epochs);
     if (a->rounds && !parse_int(a->rounds, 1, 100000, &u->rounds))
@@ -176,6 +184,7 @@ int cmd_update(int argc, char **argv)
     bool help = false;
     opt opts[] = {TRAIN_OPTS(a.t),
                   {"--method", true, &a.method, NULL}, {"--k", true, &a.k, NULL},
+                  {"--global-share", true, &a.global_share, NULL},
                   {"--epochs", true, &a.epochs, NULL}, {"--rounds", true, &a.rounds, NULL},
                   {"--start", true, &a.start, NULL},   {"--step", true, &a.step, NULL},
                   {"--val", true, &a.val, NULL},       {"--out", true, &a.out, NULL},
@@ -204,6 +213,7 @@ int cmd_update(int argc, char **argv)
         cJSON_AddStringToObject(doc, "data", d.name);
         cJSON_AddStringToObject(doc, "method", poet_update_method_name(u.o.method));
         cJSON_AddNumberToObject(doc, "k", u.o.k);
+        if (u.o.method == POET_UPDATE_DPU) cJSON_AddNumberToObject(doc, "global_share", u.o.global_share);
         cJSON_AddNumberToObject(doc, "epochs", u.o.epochs);
         cJSON_AddNumberToObject(doc, "seed", (double)u.v.seed);
         cJSON_AddBoolToObject(doc, "reinit", u.o.reinit);

@@ -44,6 +44,8 @@ typedef struct poet_update_options {
                        * has more than doubled since the last one */
     uint64_t seed;    /* shuffles, random subsets and initialization seeds follow from it */
     bool always_send; /* send every round: no skipping when the rewound model is worse on validation */
+    double global_share; /* DPU's metric: this share of the global contribution, the rest of the
+                          * local one, in [0, 1]; the paper's is 0.5, and 1 ranks as GCPU does */
 } poet_update_options;
 
 typedef struct poet_update_report {

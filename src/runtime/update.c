@@ -98,6 +98,9 @@ poet_status poet_update_server_new(poet_update_server **out, const poet_engine_c
     if (!(o->k > 0 && o->k <= 1)) return poet_fail(err, POET_ERR_INVALID, "update: k must be in (0, 1], got %g", o->k);
     if (o->epochs < 1) return poet_fail(err, POET_ERR_INVALID, "update: epochs must be at least 1");
     if (o->method < 0 || o->method >= POET_UPDATE_METHODS) return poet_fail(err, POET_ERR_INVALID, "update: unknown method");
+    if (!(o->global_share >= 0 && o->global_share <= 1))
+        return poet_fail(err, POET_ERR_INVALID, "update: the global contribution's share must be in [0, 1], got %g",
+                         o->global_share);
     poet_update_server *s = calloc(1, sizeof *s);
     if (!s) return poet_fail(err, POET_ERR_NOMEM, "out of memory");
     s->o = *o;
@@ -237,7 +240,9 @@ static void score_weights(poet_update_server *s, poet_update_method m, const flo
     for (uint64_t i = 0, w = 0; i < s->P; i++) {
         if (!s->is_weight[i]) continue;
         double g = (double)final[i] - s->start[i], G = gsum > 0 ? g * g / gsum : 0, L = lsum > 0 ? s->local[i] / lsum : 0;
-        double score = m == POET_UPDATE_DPU ? 0.5 * G + 0.5 * L : m == POET_UPDATE_GLOBAL ? G : fabs((double)final[i]);
+        double a = s->o.global_share, score = m == POET_UPDATE_DPU      ? a * G + (1 - a) * L
+                                              : m == POET_UPDATE_GLOBAL ? G
+                                                                        : fabs((double)final[i]);
         s->order[w] = (ranked){(float)score, w};
         w++;
     }
