@@ -45,6 +45,15 @@ bool parse_int(const char *s, long lo, long hi, int *out)
     return true;
 }
 
+bool parse_real(const char *s, double *out)
+{
+    char *end = NULL;
+    double v = s ? strtod(s, &end) : 0;
+    if (!s || end == s || *end) return false;
+    *out = v;
+    return true;
+}
+
 /* ---- option parsing: --name value and --flag ---- */
 
 int parse_opts(const char *cmd, int argc, char **argv, opt *opts, bool *help)

@@ -19,6 +19,8 @@ int lib_error(const poet_err *err);
 /* Prints a JSON document (and frees it); fails only when out of memory. */
 int print_json(cJSON *doc);
 bool parse_int(const char *s, long lo, long hi, int *out);
+/* The whole of s as a number (strtod's syntax); the caller checks its range. */
+bool parse_real(const char *s, double *out);
 /* BYTES (with a unit: 64KiB, 256k, 1.5MB; see BUDGET_UNITS), or PCT% of
  * keep_all. */
 bool parse_budget(const char *s, uint64_t keep_all, uint64_t *out);

@@ -432,10 +432,9 @@ static int cmd_plan(int argc, char **argv)
     if (rc || help) return help ? (fputs(PLAN_HELP, stdout), 0) : rc;
     if (!budget) return usage_error("plan", "--budget is required", NULL);
     double rho = 1.5, seconds = 0;
-    char *end = NULL;
-    if (factor && (rho = strtod(factor, &end), *end || end == factor || !(rho >= 1 && rho <= 1e6)))
+    if (factor && !(parse_real(factor, &rho) && rho >= 1 && rho <= 1e6))
         return usage_error("plan", "--runtime-factor must be a number from 1 to 1e6, got", factor);
-    if (limit && (seconds = strtod(limit, &end), *end || end == limit || !(seconds > 0 && seconds <= 86400)))
+    if (limit && !(parse_real(limit, &seconds) && seconds > 0 && seconds <= 86400))
         return usage_error("plan", "--time-limit must be more than 0 and at most 86400 seconds, got", limit);
     double gap = 0;
     if (gap_text && !parse_gap(gap_text, &gap))
@@ -450,7 +449,7 @@ static int cmd_plan(int argc, char **argv)
     if (levels_text && !parse_sparsity_levels(levels_text, wf.sparsity_bp, &wf.n_levels))
         return usage_error("plan", "--sparse-levels must be increasing percentages below 100 (at most 8, 0.01% steps), got",
                            levels_text);
-    if (bits_text && (wf.bits = strtod(bits_text, &end), *end || end == bits_text || !(wf.bits > 0 && wf.bits <= 6)))
+    if (bits_text && !(parse_real(bits_text, &wf.bits) && wf.bits > 0 && wf.bits <= 6))
         return usage_error("plan", "--weight-bits must be more than 0 and at most 6, got", bits_text);
     int group = 64;
     if (group_text && !parse_int(group_text, 1, 65536, &group))

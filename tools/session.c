@@ -21,18 +21,17 @@ int train_opts_check(const char *cmd, const train_opts *t, train_values *v)
     char *end = NULL;
     if (t->seed && (errno = 0, v->seed = strtoull(t->seed, &end, 10), *end || !*t->seed || errno || t->seed[0] == '-'))
         return usage_error(cmd, "--seed must be an integer from 0 to 2^64-1, got", t->seed);
-    if (t->factor && (v->rho = strtod(t->factor, &end), *end || end == t->factor || !(v->rho >= 1 && v->rho <= 1e6)))
+    if (t->factor && !(parse_real(t->factor, &v->rho) && v->rho >= 1 && v->rho <= 1e6))
         return usage_error(cmd, "--runtime-factor must be a number from 1 to 1e6, got", t->factor);
-    if (t->time_limit &&
-        (v->time_limit_s = strtod(t->time_limit, &end), *end || end == t->time_limit || !(v->time_limit_s > 0 && v->time_limit_s <= 1e6)))
+    if (t->time_limit && !(parse_real(t->time_limit, &v->time_limit_s) && v->time_limit_s > 0 && v->time_limit_s <= 1e6))
         return usage_error(cmd, "--time-limit must be seconds in (0, 1e6], got", t->time_limit);
     if (t->optimizer) {
         if (strcmp(t->optimizer, "adam") == 0) v->opt = poet_optimizer_default(POET_OPT_ADAM);
         else if (strcmp(t->optimizer, "sgd") != 0) return usage_error(cmd, "--optimizer must be sgd or adam, got", t->optimizer);
     }
     if (t->lr) {
-        double lr = strtod(t->lr, &end);
-        if (*end || end == t->lr || !(lr > 0 && lr <= 10)) return usage_error(cmd, "--lr must be in (0, 10], got", t->lr);
+        double lr = 0;
+        if (!(parse_real(t->lr, &lr) && lr > 0 && lr <= 10)) return usage_error(cmd, "--lr must be in (0, 10], got", t->lr);
         v->opt.lr = (float)lr;
     }
     v->planner = t->planner ? t->planner : poet_planner_default();

@@ -243,8 +243,7 @@ static int run_sweep(const sweep_args *a, poet_instance *inst)
     int n_budgets = 8;
     if (a->points && !parse_int(a->points, 2, 100, &n_budgets)) return usage_error(cmd, "--points must be 2 to 100, got", a->points);
     double seconds = 10;
-    char *end = NULL;
-    if (a->limit && (seconds = strtod(a->limit, &end), *end || end == a->limit || !(seconds > 0 && seconds <= 86400)))
+    if (a->limit && !(parse_real(a->limit, &seconds) && seconds > 0 && seconds <= 86400))
         return usage_error(cmd, "--time-limit must be more than 0 and at most 86400 seconds, got", a->limit);
     poet_err err = {0};
     poet_problem p0;

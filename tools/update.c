@@ -67,11 +67,10 @@ static int check_args(update_args *a, update_values *u)
     u->rounds = 10, u->start = 200, u->step = 100, u->val = 300;
     if (a->method && !poet_update_method_parse(a->method, &u->o.method))
         return usage_error(cmd, "--method must be full, dpu, gcpu, rpu or prune, got", a->method);
-    char *end = NULL;
-    if (a->k && (u->o.k = strtod(a->k, &end), *end || end == a->k || !(u->o.k > 0 && u->o.k <= 1)))
+    if (a->k && !(parse_real(a->k, &u->o.k) && u->o.k > 0 && u->o.k <= 1))
         return usage_error(cmd, "--k must be a share in (0, 1], got", a->k);
-    if (a->global_share && (u->o.global_share = strtod(a->global_share, &end), *end || end == a->global_share ||
-                            !(u->o.global_share >= 0 && u->o.global_share <= 1)))
+    double *share = &u->o.global_share;
+    if (a->global_share && !(parse_real(a->global_share, share) && *share >= 0 && *share <= 1))
         return usage_error(cmd, "--global-share must be a share in [0, 1], got", a->global_share);
     if (a->global_share && u->o.method != POET_UPDATE_DPU)
         return usage_error(cmd, "--global-share weighs dpu's metric; --method is", poet_update_method_name(u->o.method));
