@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+#include "checked.h"
 #include "dev.h"
 #include "hash.h"
 #include "image.h"
@@ -14,8 +15,6 @@
 #include "../graph/ops.h"
 
 enum { ALIGN = 8 };
-
-static uint64_t align_up(uint64_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
 /* ---- the image, checked field by field ---- */
 
@@ -212,9 +211,10 @@ static poet_status check_program(const uint8_t *img, const img_header *h, const 
     const kinstr *code = (const kinstr *)(const void *)(img + pg->instr_at);
     const kbuffer *buf = (const kbuffer *)(const void *)(img + pg->buffers_at);
     const knode *nodes = (const knode *)(const void *)(img + h->nodes_at);
-    for (uint32_t b = 0; b < pg->n_buffers; b++)
-        if (buf[b].offset > pg->arena_bytes || buf[b].bytes > pg->arena_bytes - buf[b].offset)
-            return poet_fail(err, POET_ERR_PARSE, "device image: %s buffer %u lies outside the arena", what, (unsigned)b);
+    for (uint32_t b = 0; b < pg->n_buffers; b++) /* floats: a Cortex-M faults on an unaligned one */
+        if (buf[b].offset > pg->arena_bytes || buf[b].bytes > pg->arena_bytes - buf[b].offset || buf[b].offset % 4)
+            return poet_fail(err, POET_ERR_PARSE, "device image: %s buffer %u lies outside the arena or is not "
+                                                  "4-byte aligned", what, (unsigned)b);
     for (uint32_t k = 0; k < pg->n_instr; k++) {
         const kinstr *in = &code[k];
         if (in->op > KI_WAIT || (in->op != KI_WAIT && (in->node >= h->n_nodes || in->buffer >= pg->n_buffers ||
@@ -265,28 +265,31 @@ typedef struct layout {
     uint64_t dev, arena, params, grads, opt_m, opt_v, state, state_next, batch, labels, live, pending, work, end;
 } layout;
 
-static layout layout_of(const img_header *h)
+/* Where each part of the device's memory lies; false when the sizes the
+ * header states do not add up in 64 bits (a crafted image's way to make a
+ * small total out of huge parts). */
+static bool layout_of(const img_header *h, layout *L)
 {
-    layout L;
-    uint64_t at = 0, np = 4 * h->n_params, nt = 4ull * h->n_trained, ns = 4 * h->n_state;
+    uint64_t at = 0;
     uint32_t nb = h->train.n_buffers > h->eval.n_buffers ? h->train.n_buffers : h->eval.n_buffers;
-#define PLACE(field, bytes) (L.field = at, at = align_up(at + (bytes)))
-    PLACE(dev, sizeof(poet_dev));
-    PLACE(arena, h->train.arena_bytes);
-    PLACE(params, np);
-    PLACE(grads, nt);
-    PLACE(opt_m, nt);
-    PLACE(opt_v, h->optimizer == KOPT_ADAM ? nt : 0);
-    PLACE(state, ns);
-    PLACE(state_next, ns);
-    PLACE(batch, 4 * h->batch_numel);
-    PLACE(labels, 4ull * h->rows);
-    PLACE(live, 4ull * h->n_nodes);
-    PLACE(pending, sizeof(long) * (uint64_t)nb);
-    PLACE(work, h->workspace_bytes);
+    bool ok = true;
+#define PLACE(field, count, size) (L->field = at, ok = ok && ck_place(&at, (count), (size), ALIGN))
+    PLACE(dev, 1, sizeof(poet_dev));
+    PLACE(arena, h->train.arena_bytes, 1);
+    PLACE(params, h->n_params, 4);
+    PLACE(grads, h->n_trained, 4);
+    PLACE(opt_m, h->n_trained, 4);
+    PLACE(opt_v, h->optimizer == KOPT_ADAM ? h->n_trained : 0, 4);
+    PLACE(state, h->n_state, 4);
+    PLACE(state_next, h->n_state, 4);
+    PLACE(batch, h->batch_numel, 4);
+    PLACE(labels, h->rows, 4);
+    PLACE(live, h->n_nodes, 4);
+    PLACE(pending, nb, sizeof(long));
+    PLACE(work, h->workspace_bytes, 1);
 #undef PLACE
-    L.end = at;
-    return L;
+    L->end = at;
+    return ok;
 }
 
 uint64_t poet_dev_image_length(const void *image)
@@ -303,7 +306,9 @@ poet_status poet_dev_inspect(const void *image, size_t image_bytes, poet_dev_mem
     if (!st) st = check_body(img, (const img_header *)image, err);
     if (st) return st;
     const img_header *h = image;
-    layout L = layout_of(h);
+    layout L;
+    if (!layout_of(h, &L))
+        return poet_fail(err, POET_ERR_PARSE, "device image: malformed header (its memory sizes overflow)");
     *need = (poet_dev_memory){.arena_bytes = h->train.arena_bytes,
                               .persistent_bytes = L.live - L.params,
                               .workspace_bytes = h->workspace_bytes,
@@ -340,7 +345,8 @@ poet_status poet_dev_open(poet_dev **out, const void *image, size_t image_bytes,
                          (unsigned long long)need.storage_bytes, (unsigned long long)storage->capacity_bytes);
     const uint8_t *img = image;
     const img_header *h = image;
-    layout L = layout_of(h);
+    layout L;
+    layout_of(h, &L); /* inspect checked that it adds up */
     unsigned char *m = memory;
     poet_dev *d = (poet_dev *)(void *)m;
     memset(d, 0, sizeof *d);
