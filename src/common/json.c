@@ -5,8 +5,38 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* What cJSON would make of text, bounded before it allocates: the values
+ * (at most one more than the commas and opening brackets outside strings),
+ * and no NUL inside a string, which a C string would cut short. */
+static poet_status prescan(const char *text, size_t len, const char *what, poet_err *err)
+{
+    uint64_t values = 1;
+    bool in_string = false;
+    for (size_t i = 0; i < len; i++) {
+        char c = text[i];
+        if (in_string) {
+            if (c == '"') in_string = false;
+            else if (c == '\\' && i + 1 < len) {
+                if (text[i + 1] == 'u' && i + 5 < len && memcmp(text + i + 2, "0000", 4) == 0)
+                    return poet_fail(err, POET_ERR_PARSE, "%s: a string holds a NUL character (\\u0000) at byte %zu",
+                                     what, i);
+                i++;
+            }
+        } else {
+            in_string = c == '"';
+            values += c == ',' || c == '[' || c == '{';
+        }
+    }
+    if (values > JSON_MAX_VALUES)
+        return poet_fail(err, POET_ERR_LIMIT, "%s: more than %d values; poet reads at most that many", what,
+                         JSON_MAX_VALUES);
+    return POET_OK;
+}
+
 poet_status json_parse(const char *text, size_t len, const char *what, cJSON **out, poet_err *err)
 {
+    poet_status st = prescan(text, len, what, err);
+    if (st) return st;
     const char *end = NULL;
     cJSON *doc = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!doc) {
@@ -84,7 +114,13 @@ poet_status json_string(const cJSON *obj, const char *key, bool required, const 
         return POET_OK;
     }
     if (!cJSON_IsString(v)) return poet_fail(err, POET_ERR_INVALID, "%s: field '%s' must be a string", what, key);
-    snprintf(out, cap, "%s", v->valuestring);
+    size_t n = strlen(v->valuestring);
+    if (n >= cap)
+        return poet_fail(err, POET_ERR_INVALID, "%s: field '%s' is longer than %zu bytes", what, key, cap - 1);
+    for (size_t i = 0; i < n; i++) /* names reach terminals: no escape sequences */
+        if ((unsigned char)v->valuestring[i] < 0x20 || v->valuestring[i] == 0x7f)
+            return poet_fail(err, POET_ERR_INVALID, "%s: field '%s' holds a control character", what, key);
+    memcpy(out, v->valuestring, n + 1);
     return POET_OK;
 }
 

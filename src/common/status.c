@@ -11,6 +11,9 @@ poet_status poet_fail(poet_err *err, poet_status status, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(err->msg, sizeof err->msg, fmt, ap);
         va_end(ap);
+        /* a message is one line, and names from files reach terminals: no escape sequences */
+        for (char *c = err->msg; *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
         err->status = status;
     }
     return status;

@@ -13,9 +13,11 @@ typedef struct out {
     size_t n, cap;
 } out;
 
+/* A message is one line, and names from files reach terminals: control
+ * characters become '?'. */
 static void put(out *o, char c)
 {
-    if (o->n + 1 < o->cap) o->p[o->n++] = c;
+    if (o->n + 1 < o->cap) o->p[o->n++] = (unsigned char)c < 0x20 || c == 0x7f ? '?' : c;
 }
 
 static void put_uint(out *o, unsigned long long v, unsigned base, bool negative)
