@@ -31,8 +31,15 @@ typedef struct poet_storage {
     void (*close)(void *ctx);
 } poet_storage;
 
-/* A file of capacity_bytes standing in for flash; created (or truncated) at path. */
+/* A file of capacity_bytes standing in for flash, at path: created, or
+ * reused where it is poet's storage file from an earlier run; any other
+ * non-empty file is refused, not overwritten (a checkpoint or a data set
+ * given by mistake). */
 poet_status poet_storage_open_file(const char *path, uint64_t capacity_bytes, poet_storage *out, poet_err *err);
+/* The same in a file without a name in dir (NULL: $TMPDIR, else /tmp),
+ * which nobody else can open and which is gone when closed or when the
+ * process dies. */
+poet_status poet_storage_open_temp(const char *dir, uint64_t capacity_bytes, poet_storage *out, poet_err *err);
 /* RAM standing in for storage, for tests. */
 poet_status poet_storage_open_memory(uint64_t capacity_bytes, poet_storage *out, poet_err *err);
 
@@ -136,6 +143,7 @@ poet_dev *poet_engine_device(poet_engine *e);
 /* Rows of a batch, input floats per row, and classes of the loss. */
 void poet_engine_batch_shape(const poet_engine *e, int *rows, uint64_t *numel_per_row, int *classes);
 uint64_t poet_engine_seed(const poet_engine *e);
+poet_optimizer poet_engine_optimizer(const poet_engine *e);
 /* Of the graph's structure and sizes: what a checkpoint must match. */
 uint32_t poet_engine_graph_hash(const poet_engine *e);
 
@@ -171,11 +179,18 @@ typedef struct poet_checkpoint_meta {
     uint32_t graph_hash;
     uint64_t seed;
     long step, epoch, batch_in_epoch; /* where training goes on */
+    uint64_t train_examples;          /* of the data set, whose order each epoch shuffles */
+    poet_optimizer optimizer;         /* the engine's; written and checked by the functions below */
 } poet_checkpoint_meta;
 
-/* Written atomically: the old checkpoint stays whole until the new one is. */
+/* Written atomically: the old checkpoint stays whole until the new one is.
+ * The optimizer recorded is e's (meta->optimizer is not read). */
 poet_status poet_checkpoint_write(const char *path, const poet_engine *e, const poet_checkpoint_meta *meta,
                                   poet_err *err);
+/* Loads the checkpoint at path into e after checking it against the run it
+ * resumes: meta's graph hash, seed and training examples, and e's
+ * optimizer (kind and every hyperparameter) must be the checkpoint's, and
+ * its state's step count its step. On success *meta is the checkpoint's. */
 poet_status poet_checkpoint_read(const char *path, poet_engine *e, poet_checkpoint_meta *meta, poet_err *err);
 /* Parses and checks a checkpoint image without an engine (for fuzzing). */
 poet_status poet_checkpoint_parse(const uint8_t *data, size_t len, poet_checkpoint_meta *meta, size_t *state_len,

@@ -1,10 +1,14 @@
 /* Data sets from Debian packages: the 8x8 digits of python3-sklearn and
  * Fashion-MNIST of dataset-fashion-mnist, read with zlib. */
+#define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
+#include "poet/file.h"
 #include "poet/runtime.h"
 
 #define DIGITS_DIR "/usr/lib/python3/dist-packages/sklearn/datasets/data"
@@ -32,26 +36,42 @@ static poet_status alloc_split(poet_dataset *d, int n_train, int n_test, poet_er
     return POET_OK;
 }
 
-static gzFile open_gz(const char *dir, const char *file, const char *package, char *path, size_t cap, poet_err *err)
+/* Under poet's input rule (poet/file.h): a missing file names the package
+ * that ships it. */
+/* Under poet's input rule (poet/file.h): a missing file names the package
+ * that ships it. */
+static poet_status open_gz(const char *dir, const char *file, const char *package, char *path, size_t cap, gzFile *out,
+                           poet_err *err)
 {
     snprintf(path, cap, "%s/%s", dir, file);
-    gzFile f = gzopen(path, "rb");
-    if (!f) poet_fail(err, POET_ERR_NOT_FOUND, "cannot open '%s': install Debian's %s (apt-get install %s)", path,
-                      package, package);
-    return f;
+    if (access(path, F_OK) != 0)
+        return poet_fail(err, POET_ERR_NOT_FOUND, "cannot open '%s': install Debian's %s (apt-get install %s)", path,
+                         package, package);
+    int fd;
+    uint64_t size;
+    poet_status st = poet_open_input(path, POET_MAX_FILE_BYTES, &fd, &size, err);
+    if (st) return st;
+    if (!(*out = gzdopen(fd, "rb"))) {
+        close(fd);
+        return poet_fail(err, POET_ERR_NOMEM, "out of memory opening '%s'", path);
+    }
+    return POET_OK;
 }
 
-/* One CSV row: 64 pixel values 0..16, then the class. */
+/* One CSV row: 64 pixel values 0..16, then the class, then the line's end
+ * and nothing else. */
 static poet_status digits_row(const char *line, float *x, int32_t *y, const char *path, int row, poet_err *err)
 {
     const char *p = line;
     for (int k = 0; k <= 64; k++) {
-        char *end;
-        long v = strtol(p, &end, 10);
+        char *end = (char *)p;
+        long v = isdigit((unsigned char)*p) ? strtol(p, &end, 10) : -1;
         bool last = k == 64;
-        if (end == p || v < 0 || v > (last ? 9 : 16) || (!last && *end != ','))
-            return poet_fail(err, POET_ERR_PARSE, "'%s' row %d: expected 64 values 0..16 and a class 0..9", path,
-                             row + 1);
+        if (last && *end == '\r') end++;
+        bool ends_well = last ? *end == '\n' || !*end : *end == ',';
+        if (end == p || v < 0 || v > (last ? 9 : 16) || !ends_well)
+            return poet_fail(err, POET_ERR_PARSE, "'%s' row %d: expected 64 values 0..16 and a class 0..9, and "
+                                                  "nothing after them", path, row + 1);
         if (last) *y = (int32_t)v;
         else x[k] = (float)v / 16.0f;
         p = end + 1;
@@ -65,9 +85,10 @@ static poet_status load_digits(const char *dir, poet_dataset *d, poet_err *err)
     char path[512], line[MAX_LINE];
     *d = (poet_dataset){.channels = 1, .height = 8, .width = 8, .classes = 10};
     snprintf(d->name, sizeof d->name, "digits");
-    gzFile f = open_gz(dir ? dir : DIGITS_DIR, "digits.csv.gz", "python3-sklearn", path, sizeof path, err);
-    if (!f) return POET_ERR_NOT_FOUND;
-    poet_status st = alloc_split(d, DIGITS_ROWS - DIGITS_TEST, DIGITS_TEST, err);
+    gzFile f;
+    poet_status st = open_gz(dir ? dir : DIGITS_DIR, "digits.csv.gz", "python3-sklearn", path, sizeof path, &f, err);
+    if (st) return st;
+    st = alloc_split(d, DIGITS_ROWS - DIGITS_TEST, DIGITS_TEST, err);
     int row = 0;
     while (!st && gzgets(f, line, sizeof line)) {
         if (row == DIGITS_ROWS) {
@@ -96,11 +117,11 @@ static poet_status read_idx(const char *dir, const char *file, bool images, int 
                             poet_err *err)
 {
     char path[512];
-    gzFile f = open_gz(dir ? dir : FASHION_DIR, file, "dataset-fashion-mnist", path, sizeof path, err);
-    if (!f) return POET_ERR_NOT_FOUND;
+    gzFile f;
+    poet_status st = open_gz(dir ? dir : FASHION_DIR, file, "dataset-fashion-mnist", path, sizeof path, &f, err);
+    if (st) return st;
     unsigned char h[16];
     int hbytes = images ? 16 : 8;
-    poet_status st = POET_OK;
     if (gzread(f, h, (unsigned)hbytes) != hbytes || be32(h) != (images ? 0x803u : 0x801u) ||
         be32(h + 4) != (uint32_t)expect_n || (images && (be32(h + 8) != 28 || be32(h + 12) != 28)))
         st = poet_fail(err, POET_ERR_PARSE, "'%s' is not an IDX file of %d %s", path, expect_n,
@@ -109,6 +130,8 @@ static poet_status read_idx(const char *dir, const char *file, bool images, int 
     unsigned char *buf = st ? NULL : malloc(n);
     if (!st && !buf) st = poet_fail(err, POET_ERR_NOMEM, "out of memory reading '%s'", path);
     if (!st && gzread(f, buf, (unsigned)n) != (int)n) st = poet_fail(err, POET_ERR_PARSE, "'%s' is truncated", path);
+    if (!st && gzread(f, h, 1) != 0) st = poet_fail(err, POET_ERR_PARSE, "'%s' has data after its %d %s", path,
+                                                    expect_n, images ? "images" : "labels");
     for (size_t i = 0; !st && i < n; i++) {
         if (images) {
             x[i] = (float)buf[i] / 255.0f;

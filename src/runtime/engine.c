@@ -21,6 +21,7 @@ struct poet_engine {
     poet_storage storage;
     dma dma;
     poet_dev_storage transfers; /* the DMA worker, as the device library sees it */
+    poet_optimizer optimizer;
     double step_energy_j, step_compute_s, step_transfer_s;
     poet_engine_stats stats;
 };
@@ -133,6 +134,7 @@ poet_status poet_engine_init(poet_engine **out, const poet_engine_config *cfg, p
     if (!e) return poet_fail(err, POET_ERR_NOMEM, "out of memory for the engine");
     e->g = cfg->graph;
     e->p = cfg->problem;
+    e->optimizer = cfg->optimizer;
     poet_status st = setup(e, cfg, err);
     if (st) {
         poet_engine_free(e);
@@ -206,6 +208,7 @@ void poet_engine_batch_shape(const poet_engine *e, int *rows, uint64_t *numel_pe
 }
 
 uint64_t poet_engine_seed(const poet_engine *e) { return poet_dev_seed(e->dev); }
+poet_optimizer poet_engine_optimizer(const poet_engine *e) { return e->optimizer; }
 uint32_t poet_engine_graph_hash(const poet_engine *e) { return poet_dev_graph_hash(e->dev); }
 size_t poet_engine_state_bytes(const poet_engine *e) { return poet_dev_state_bytes(e->dev); }
 void poet_engine_state_save(const poet_engine *e, void *dst) { poet_dev_state_save(e->dev, dst); }

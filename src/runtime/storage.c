@@ -1,10 +1,12 @@
 /* Storage back-ends: a file standing in for flash, RAM for tests, and a
  * wrapper that fails the Nth call of a kind. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "poet/runtime.h"
@@ -17,7 +19,14 @@ static poet_status out_of_range(uint64_t cap, uint64_t offset, size_t bytes, poe
     return POET_OK;
 }
 
-/* ---- file ---- */
+/* ---- file ----
+ * A storage file starts with poet's header and holds the slots after it.
+ * The header is how a file poet made is told from one given by mistake (a
+ * checkpoint, a data set): the first is reused, the second refused. The
+ * slots' old content means nothing to a new run. */
+
+static const char STORE_MAGIC[16] = "POET-STORAGE-v1";
+enum { STORE_HEADER_BYTES = 4096 }; /* the slots start block-aligned */
 
 typedef struct file_store {
     int fd;
@@ -25,12 +34,14 @@ typedef struct file_store {
     char path[256];
 } file_store;
 
+static off_t slot_at(uint64_t offset) { return (off_t)(STORE_HEADER_BYTES + offset); }
+
 static poet_status file_write(void *ctx, uint64_t offset, const void *src, size_t bytes, poet_err *err)
 {
     file_store *f = ctx;
     poet_status st = out_of_range(f->cap, offset, bytes, err);
     for (size_t done = 0; !st && done < bytes;) {
-        ssize_t n = pwrite(f->fd, (const char *)src + done, bytes - done, (off_t)(offset + done));
+        ssize_t n = pwrite(f->fd, (const char *)src + done, bytes - done, slot_at(offset + done));
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) return poet_fail(err, POET_ERR_IO, "storage '%s': write failed: %s", f->path, strerror(errno));
         done += (size_t)n;
@@ -43,7 +54,7 @@ static poet_status file_read(void *ctx, uint64_t offset, void *dst, size_t bytes
     file_store *f = ctx;
     poet_status st = out_of_range(f->cap, offset, bytes, err);
     for (size_t done = 0; !st && done < bytes;) {
-        ssize_t n = pread(f->fd, (char *)dst + done, bytes - done, (off_t)(offset + done));
+        ssize_t n = pread(f->fd, (char *)dst + done, bytes - done, slot_at(offset + done));
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) return poet_fail(err, POET_ERR_IO, "storage '%s': read failed: %s", f->path, strerror(errno));
         if (n == 0) return poet_fail(err, POET_ERR_IO, "storage '%s': read past its end", f->path);
@@ -66,19 +77,33 @@ static void file_close(void *ctx)
     free(f);
 }
 
-poet_status poet_storage_open_file(const char *path, uint64_t capacity_bytes, poet_storage *out, poet_err *err)
+/* Whether the open file is empty or poet's own. */
+static poet_status check_ours(int fd, const char *path, poet_err *err)
+{
+    struct stat st;
+    char head[sizeof STORE_MAGIC];
+    if (fstat(fd, &st) != 0) return poet_fail(err, POET_ERR_IO, "storage '%s': %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode)) return poet_fail(err, POET_ERR_IO, "storage '%s' is not a regular file", path);
+    if (st.st_size == 0) return POET_OK;
+    if (pread(fd, head, sizeof head, 0) == (ssize_t)sizeof head && memcmp(head, STORE_MAGIC, sizeof head) == 0)
+        return POET_OK;
+    return poet_fail(err, POET_ERR_INVALID, "storage '%s' holds data that is not poet's storage; poet does not "
+                                            "overwrite it (give a new path, or remove the file)", path);
+}
+
+/* Sizes fd for capacity_bytes of slots and writes the header. */
+static poet_status take_file(int fd, const char *path, uint64_t capacity_bytes, poet_storage *out, poet_err *err)
 {
     file_store *f = calloc(1, sizeof *f);
-    if (!f) return poet_fail(err, POET_ERR_NOMEM, "out of memory opening storage");
-    f->cap = capacity_bytes;
-    strncpy(f->path, path, sizeof f->path - 1);
-    f->fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
-    if (f->fd < 0) {
-        poet_status st = poet_fail(err, POET_ERR_IO, "cannot open storage file '%s': %s", path, strerror(errno));
-        free(f);
-        return st;
+    if (!f) {
+        close(fd);
+        return poet_fail(err, POET_ERR_NOMEM, "out of memory opening storage");
     }
-    if (ftruncate(f->fd, (off_t)capacity_bytes)) {
+    f->fd = fd;
+    f->cap = capacity_bytes;
+    snprintf(f->path, sizeof f->path, "%s", path);
+    if (capacity_bytes > (uint64_t)INT64_MAX - STORE_HEADER_BYTES || ftruncate(fd, slot_at(capacity_bytes)) ||
+        pwrite(fd, STORE_MAGIC, sizeof STORE_MAGIC, 0) != (ssize_t)sizeof STORE_MAGIC) {
         poet_status st = poet_fail(err, POET_ERR_IO, "cannot size storage file '%s' to %llu bytes: %s", path,
                                    (unsigned long long)capacity_bytes, strerror(errno));
         file_close(f);
@@ -86,6 +111,35 @@ poet_status poet_storage_open_file(const char *path, uint64_t capacity_bytes, po
     }
     *out = (poet_storage){POET_STORAGE_VERSION, f, capacity_bytes, file_write, file_read, file_sync, file_close};
     return POET_OK;
+}
+
+poet_status poet_storage_open_file(const char *path, uint64_t capacity_bytes, poet_storage *out, poet_err *err)
+{
+    int fd = open(path, O_RDWR | O_CREAT | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0600);
+    if (fd < 0) return poet_fail(err, POET_ERR_IO, "cannot open storage file '%s': %s", path, strerror(errno));
+    poet_status st = check_ours(fd, path, err);
+    if (st) {
+        close(fd);
+        return st;
+    }
+    return take_file(fd, path, capacity_bytes, out, err);
+}
+
+poet_status poet_storage_open_temp(const char *dir, uint64_t capacity_bytes, poet_storage *out, poet_err *err)
+{
+    const char *env = getenv("TMPDIR");
+    if (!dir) dir = env && *env ? env : "/tmp";
+    int fd = -1;
+#ifdef O_TMPFILE
+    fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+#endif
+    if (fd < 0) { /* no unnamed files here: a fresh name (O_EXCL), removed at once */
+        char path[4096];
+        snprintf(path, sizeof path, "%s/poet-storage-XXXXXX", dir);
+        if ((fd = mkstemp(path)) >= 0) unlink(path);
+    }
+    if (fd < 0) return poet_fail(err, POET_ERR_IO, "cannot make temporary storage in '%s': %s", dir, strerror(errno));
+    return take_file(fd, "(temporary)", capacity_bytes, out, err);
 }
 
 /* ---- memory ---- */

@@ -1,5 +1,6 @@
 /* The training loop: epochs of shuffled batches, evaluation, checkpoints. */
 #define _POSIX_C_SOURCE 200809L
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 
 #include "poet/runtime.h"
 #include "util.h"
+#include "../core/checked.h"
 
 typedef struct loop {
     poet_engine *e;
@@ -102,19 +104,35 @@ static poet_status check_fit(loop *l, poet_err *err)
     return POET_OK;
 }
 
+static poet_checkpoint_meta meta_at(const loop *l, long step, long epoch, long batch)
+{
+    return (poet_checkpoint_meta){.graph_hash = poet_engine_graph_hash(l->e), .seed = l->seed, .step = step,
+                                  .epoch = epoch, .batch_in_epoch = batch, .train_examples = (uint64_t)l->d->n_train};
+}
+
 static poet_status save(loop *l, long step, long epoch, long batch, poet_err *err)
 {
     if (!l->o->checkpoint) return POET_OK;
-    poet_checkpoint_meta m = {poet_engine_graph_hash(l->e), l->seed, step, epoch, batch};
+    poet_checkpoint_meta m = meta_at(l, step, epoch, batch);
     return poet_checkpoint_write(l->o->checkpoint, l->e, &m, err);
 }
 
-/* Where to start: the checkpoint's position, or the beginning. */
+/* Where to start: the checkpoint's position, or the beginning. The
+ * position must be one this loop reaches (step = epoch x batches + batch),
+ * since it indexes the epoch's order. */
 static poet_status start_point(loop *l, poet_checkpoint_meta *m, poet_err *err)
 {
-    *m = (poet_checkpoint_meta){poet_engine_graph_hash(l->e), l->seed, 0, 0, 0};
+    *m = meta_at(l, 0, 0, 0);
     if (!l->o->resume || !l->o->checkpoint || access(l->o->checkpoint, F_OK) != 0) return POET_OK;
-    return poet_checkpoint_read(l->o->checkpoint, l->e, m, err);
+    poet_status st = poet_checkpoint_read(l->o->checkpoint, l->e, m, err);
+    uint64_t at;
+    if (!st && (m->batch_in_epoch >= l->batches || m->epoch > INT_MAX - 1 ||
+                !ck_mul((uint64_t)m->epoch, (uint64_t)l->batches, &at) ||
+                !ck_add(at, (uint64_t)m->batch_in_epoch, &at) || at != (uint64_t)m->step))
+        st = poet_fail(err, POET_ERR_INVALID,
+                       "checkpoint '%s' stands at step %ld, epoch %ld, batch %ld, which training with %ld batches an "
+                       "epoch never reaches", l->o->checkpoint, m->step, m->epoch, m->batch_in_epoch, l->batches);
+    return st;
 }
 
 static void report_progress(loop *l, poet_train_progress *p)
