@@ -14,7 +14,8 @@
 extern "C" {
 #endif
 
-#define POET_MAX_EDGES 10000000
+#define POET_MAX_EDGES 1000000 /* POET_MAX_NODES nodes of up to POET_MAX_INPUTS inputs each, and room */
+#define POET_MAX_ITERATION_COST 1e15 /* seconds, or joules, of one training iteration: all nodes together */
 
 /* A device, in POET's cost model: compute from FLOPs, paging from bytes. */
 typedef struct poet_device {

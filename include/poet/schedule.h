@@ -16,6 +16,7 @@ extern "C" {
 #endif
 
 #define POET_MAX_PLAN_NODES 8192 /* largest graph a schedule may cover */
+#define POET_MAX_BUDGET_BYTES (1ULL << 53) /* a budget a JSON number holds exactly */
 
 /* A planning problem: a costed graph with its RAM and runtime budgets. */
 typedef struct poet_problem {

@@ -37,12 +37,13 @@ poet_status poet_device_validate(const poet_device *d, poet_err *err)
         double v, lo, hi;
         bool open_lo;
     } checks[] = {
-        {"flops_per_s", d->flops_per_s, 0, 1e21, true},
-        {"flops_per_j", d->flops_per_j, 0, 1e21, true},
+        /* rates of at least 1e-3 a second or a joule: one of 1e-300 makes every cost infinite */
+        {"flops_per_s", d->flops_per_s, 1e-3, 1e21, false},
+        {"flops_per_j", d->flops_per_j, 1e-3, 1e21, false},
         {"pagein_latency_s", d->pagein_latency_s, 0, 1e3, false},
-        {"pagein_bytes_per_s", d->pagein_bytes_per_s, 0, 1e15, true},
+        {"pagein_bytes_per_s", d->pagein_bytes_per_s, 1e-3, 1e15, false},
         {"pageout_latency_s", d->pageout_latency_s, 0, 1e3, false},
-        {"pageout_bytes_per_s", d->pageout_bytes_per_s, 0, 1e15, true},
+        {"pageout_bytes_per_s", d->pageout_bytes_per_s, 1e-3, 1e15, false},
         {"memory_power_w", d->memory_power_w, 0, 1e6, false},
         {"power_w", d->power_w, 0, 1e6, false},
     };

@@ -84,6 +84,10 @@ poet_status poet_instance_from_graph(const poet_graph *g, const poet_device *d, 
     inst.parameter_bytes = elem * (double)(poet_graph_param_count(g) + poet_graph_buffer_count(g));
     inst.gradient_bytes = elem * (double)poet_graph_trained_count(g);
     inst.buffer_bytes = elem * (double)poet_graph_buffer_count(g);
+    if ((st = poet_instance_validate(&inst, err))) {
+        poet_instance_free(&inst);
+        return st;
+    }
     *out = inst;
     return POET_OK;
 }
@@ -160,8 +164,11 @@ poet_status poet_instance_validate(const poet_instance *inst, poet_err *err)
                          POET_MAX_EDGES);
     poet_status st = poet_device_validate(&inst->device, err);
     if (st) return st;
+    double total_s = 0, total_j = 0;
     for (int i = 0; i < inst->T; i++) {
         const poet_cnode *c = &inst->nodes[i];
+        total_s += c->time_s + c->pagein_s + c->pageout_s;
+        total_j += c->compute_j + c->pagein_j + c->pageout_j;
         if (c->bytes > POET_MAX_TENSOR_BYTES)
             return poet_fail(err, POET_ERR_LIMIT, "node %d ('%s'): %llu bytes exceeds the limit of %llu", i, c->name,
                              (unsigned long long)c->bytes, (unsigned long long)POET_MAX_TENSOR_BYTES);
@@ -170,6 +177,12 @@ poet_status poet_instance_validate(const poet_instance *inst, poet_err *err)
             if (!finite_nonneg(v[k]))
                 return poet_fail(err, POET_ERR_INVALID, "node %d ('%s'): costs must be finite and >= 0", i, c->name);
     }
+    /* so that budgets of time (the total times a runtime factor up to 1e6) and every sum a planner forms stay
+     * finite: an infinite cost would make a feasible budget look infeasible */
+    if (!(total_s <= POET_MAX_ITERATION_COST && total_j <= POET_MAX_ITERATION_COST))
+        return poet_fail(err, POET_ERR_LIMIT, "graph '%s': an iteration's costs add up to %g s and %g J, more than the "
+                         "limit of %g (is the device profile off by orders of magnitude?)", inst->model, total_s,
+                         total_j, POET_MAX_ITERATION_COST);
     for (int e = 0; e < inst->n_edges; e++) {
         poet_edge ed = inst->edges[e];
         if (ed.src < 0 || ed.dst < 0 || ed.src >= inst->T || ed.dst >= inst->T)

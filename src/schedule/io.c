@@ -85,11 +85,19 @@ static poet_status apply_event(poet_schedule *s, int e, long long t, long long i
     return POET_OK;
 }
 
+/* Holds of one tensor must not overlap: so the stages set, whatever the
+ * number of holds, are at most T x T, and a file of many holds costs no
+ * more to read than its matrix. */
 static poet_status apply_hold(poet_schedule *s, long long i, long long first, long long last, poet_err *err)
 {
     if (i < 0 || first <= i || last < first || last >= s->T)
         return poet_fail(err, POET_ERR_INVALID, "schedule: hold [%lld, %lld, %lld] is out of range", i, first, last);
-    for (long long t = first; t <= last; t++) poet_sched_set(s, POET_SRAM, (int)t, (int)i, true);
+    for (long long t = first; t <= last; t++) {
+        if (poet_sched_get(s, POET_SRAM, (int)t, (int)i))
+            return poet_fail(err, POET_ERR_INVALID, "schedule: hold [%lld, %lld, %lld] overlaps another hold of "
+                                                    "node %lld", i, first, last, i);
+        poet_sched_set(s, POET_SRAM, (int)t, (int)i, true);
+    }
     return POET_OK;
 }
 
@@ -197,7 +205,7 @@ poet_status poet_schedule_parse_json(const char *text, size_t len, poet_schedule
                        (long long)version);
     if (!st) st = json_string(doc, "planner", false, "", planner, sizeof planner, what, err);
     if (!st) st = json_integer(doc, "T", 1, POET_MAX_PLAN_NODES, true, 0, &T, what, err);
-    if (!st) st = json_number(doc, "budget_bytes", 0, 9007199254740992.0, true, 0, &budget, what, err);
+    if (!st) st = json_number(doc, "budget_bytes", 0, (double)POET_MAX_BUDGET_BYTES, true, 0, &budget, what, err);
     if (!st) st = json_number(doc, "runtime_factor", 1, 1e6, true, 1, &factor, what, err);
     if (!st) st = json_integer(doc, "graph_hash", 0, UINT32_MAX, false, 0, &hash, what, err);
     if (!st && !(st = poet_schedule_init(s, (int)T, err))) {
@@ -335,19 +343,28 @@ static uint64_t get_varint(rbuf *r, uint64_t limit)
     return 0;
 }
 
+/* A count of entries of at least `bytes` bytes each: no more than the
+ * bytes left can hold, checked before the loop it bounds. */
+static uint64_t get_count(rbuf *r, uint64_t limit, size_t bytes)
+{
+    uint64_t n = get_varint(r, limit);
+    if (n > (r->n - r->pos) / bytes) r->bad = true;
+    return r->bad ? 0 : n;
+}
+
 static poet_status decode_body(rbuf *r, poet_schedule *s, poet_err *err)
 {
     const uint64_t T = (uint64_t)s->T;
     poet_status st = POET_OK;
     for (int e = 0; e < 3 && !st && !r->bad; e++) {
-        uint64_t n = get_varint(r, T * T), t = 0;
+        uint64_t n = get_count(r, T * T, 2), t = 0;
         for (uint64_t k = 0; k < n && !st && !r->bad; k++) {
             t += get_varint(r, T);
             uint64_t back = get_varint(r, T);
             if (!r->bad) st = apply_event(s, e, (long long)t, (long long)t - (long long)back, err);
         }
     }
-    uint64_t n = get_varint(r, T * T), i = 0;
+    uint64_t n = get_count(r, T * T, 3), i = 0;
     for (uint64_t k = 0; k < n && !st && !r->bad; k++) {
         i += get_varint(r, T);
         uint64_t first = i + 1 + get_varint(r, T), last = first + get_varint(r, T);
@@ -370,13 +387,15 @@ poet_status poet_schedule_decode(const uint8_t *data, size_t len, poet_schedule 
     if (crc32(0L, data, (uInt)(len - 4)) != want)
         return poet_fail(err, POET_ERR_PARSE, "schedule binary: checksum mismatch (truncated or corrupted)");
     rbuf r = {data, len - 4, 4, false};
-    uint64_t T = get_varint(&r, POET_MAX_PLAN_NODES), budget = get_varint(&r, UINT64_MAX);
+    uint64_t T = get_varint(&r, POET_MAX_PLAN_NODES), budget = get_varint(&r, POET_MAX_BUDGET_BYTES);
     uint64_t bits = get_le(&r, 8);
     uint32_t hash = (uint32_t)get_le(&r, 4);
     uint64_t name_len = get_varint(&r, 31);
     double factor;
     memcpy(&factor, &bits, sizeof factor);
-    if (r.bad || T < 1 || !(factor >= 1 && factor <= 1e6) || r.pos + name_len > r.n)
+    bool printable = !r.bad && r.pos + name_len <= r.n;
+    for (uint64_t k = 0; printable && k < name_len; k++) printable = data[r.pos + k] >= 0x20 && data[r.pos + k] != 0x7f;
+    if (r.bad || T < 1 || !(factor >= 1 && factor <= 1e6) || !printable)
         return poet_fail(err, POET_ERR_PARSE, "schedule binary: malformed header");
     poet_status st = poet_schedule_init(s, (int)T, err);
     if (st) return st;
