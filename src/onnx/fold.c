@@ -126,6 +126,12 @@ int64_t attr_int(const Onnx__NodeProto *np, const char *name, int64_t dflt)
     return a && a->has_i ? a->i : dflt;
 }
 
+bool attr_int_in(const Onnx__NodeProto *np, const char *name, int64_t dflt, int64_t lo, int64_t hi, int64_t *out)
+{
+    *out = attr_int(np, name, dflt);
+    return *out >= lo && *out <= hi;
+}
+
 float attr_float(const Onnx__NodeProto *np, const char *name, float dflt)
 {
     const Onnx__AttributeProto *a = attr_find(np, name);
@@ -219,7 +225,7 @@ static poet_status fold_binary(const Onnx__NodeProto *np, const tensor *a, const
 static poet_status fold_unary(const Onnx__NodeProto *np, const tensor *a, tensor *out, poet_err *err)
 {
     bool cast = onnx_is_op(np, "Cast");
-    int to = (int)attr_int(np, "to", ONNX_FLOAT);
+    int64_t to = attr_int(np, "to", ONNX_FLOAT);
     bool is_float = cast ? (to == ONNX_FLOAT || to == ONNX_DOUBLE) : a->is_float;
     if (cast && !is_float && to != ONNX_INT64 && to != ONNX_INT32 && to != ONNX_BOOL)
         return onnx_refuse(np, "cast to a type poet does not keep", err);

@@ -319,6 +319,8 @@ static int padded_activation(importer *im, const Onnx__NodeProto *np, int j, int
     return v ? v->node : -1;
 }
 
+enum { WINDOW_MAX = 1 << 20 }; /* a window's sizes, strides, dilations and pads */
+
 /* kernel_shape, strides, pads, dilations of a window over `dims` (2: H and
  * W; 1: L of [N, C, L], which poet reads as [N, C, 1, L]). */
 static poet_status window_attrs(importer *im, const Onnx__NodeProto *np, int dims, poet_attrs *a, bool pool)
@@ -336,6 +338,15 @@ static poet_status window_attrs(importer *im, const Onnx__NodeProto *np, int dim
     for (int j = 0; pool && j < nd; j++)
         if (d[j] != 1) return refuse(im, np, "pools with dilation are not supported");
     if (nk < 0 && pool) return refuse(im, np, "kernel_shape is required");
+    /* each entry as poet keeps it, in 32 bits: checked before it is narrowed */
+    for (int j = 0; j < nk; j++)
+        if (k[j] < 1 || k[j] > WINDOW_MAX) return refuse(im, np, "a kernel_shape entry is outside 1 to 2^20");
+    for (int j = 0; j < ns; j++)
+        if (s[j] < 1 || s[j] > WINDOW_MAX) return refuse(im, np, "a stride is outside 1 to 2^20");
+    for (int j = 0; j < nd; j++)
+        if (d[j] < 1 || d[j] > WINDOW_MAX) return refuse(im, np, "a dilation is outside 1 to 2^20");
+    for (int j = 0; j < np_; j++)
+        if (p[j] < 0 || p[j] > WINDOW_MAX) return refuse(im, np, "a pad is outside 0 to 2^20");
     int h = dims - 2; /* H's index in the lists: -1 where there is none */
     if (nk >= 0) a->kh = (int32_t)(h >= 0 ? k[h] : 1), a->kw = (int32_t)k[dims - 1];
     a->sh = (int32_t)(h >= 0 && ns >= 0 ? s[h] : 1), a->sw = (int32_t)(ns >= 0 ? s[dims - 1] : 1);
@@ -386,8 +397,10 @@ static poet_status map_conv(importer *im, const Onnx__NodeProto *np)
     if (input_name(np, 2) && !b) return im->err->status;
     int dims = (int)w->t.ndim - 2; /* 1-d convolutions read [N, C, L] as [N, C, 1, L] */
     if (dims != 1 && dims != 2) return refuse(im, np, "only 1-d and 2-d convolutions are supported");
-    int64_t kh = dims == 2 ? w->t.dims[2] : 1, kw = w->t.dims[w->t.ndim - 1];
-    poet_attrs a = {.features = (int32_t)w->t.dims[0], .groups = (int32_t)attr_int(np, "group", 1),
+    int64_t kh = dims == 2 ? w->t.dims[2] : 1, kw = w->t.dims[w->t.ndim - 1], groups;
+    if (!attr_int_in(np, "group", 1, 1, shape_of(im, x)->ndim > 1 ? shape_of(im, x)->dim[1] : 1, &groups))
+        return refuse(im, np, "group is outside 1 to its input's channels");
+    poet_attrs a = {.features = (int32_t)w->t.dims[0], .groups = (int32_t)groups,
                     .kh = (int32_t)kh, .kw = (int32_t)kw, .flags = b ? 0 : POET_ATTR_NO_BIAS};
     poet_status st = window_attrs(im, np, dims, &a, false);
     if (st) return st;
@@ -1015,7 +1028,10 @@ static int concat_part(importer *im, const Onnx__NodeProto *np, const int *in, i
  * one input, the others' concat. */
 static poet_status map_concat(importer *im, const Onnx__NodeProto *np)
 {
-    poet_attrs a = {.axis = (int32_t)attr_int(np, "axis", 0)};
+    int64_t axis;
+    if (!attr_int_in(np, "axis", 0, -POET_MAX_DIMS, POET_MAX_DIMS - 1, &axis))
+        return refuse(im, np, "axis is outside the ranks poet supports");
+    poet_attrs a = {.axis = (int32_t)axis};
     int in[POET_MAX_INPUTS], have = 0, part = 0;
     bool left = false;
     const value *param = concat_param(im, np, &left);
@@ -1412,8 +1428,7 @@ static poet_status map_node(importer *im, const Onnx__NodeProto *np, int at)
     if (onnx_is_op(np, "Softmax")) return map_softmax(im, np);
     if (onnx_is_op(np, "Dropout")) return map_dropout(im, np);
     if (onnx_is_op(np, "Cast")) {
-        int to = (int)attr_int(np, "to", ONNX_FLOAT);
-        if (to != ONNX_FLOAT) return refuse(im, np, "a cast of an activation to another type than float");
+        if (attr_int(np, "to", ONNX_FLOAT) != ONNX_FLOAT) return refuse(im, np, "a cast of an activation to another type than float");
         int x = activation(im, np, 0);
         return x < 0 ? im->err->status : name_output(im, np, 0, x);
     }
@@ -1605,6 +1620,36 @@ static void importer_free(importer *im)
     free(im->skip);
 }
 
+/* Names reach terminals: one with a control character (an escape
+ * sequence) is refused, wherever the model holds it. */
+static bool printable(const char *s)
+{
+    for (; s && *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) return false;
+    return true;
+}
+
+static bool values_printable(Onnx__ValueInfoProto *const *v, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        if (!printable(v[k]->name)) return false;
+    return true;
+}
+
+static bool names_printable(const Onnx__GraphProto *g)
+{
+    bool ok = printable(g->name) && values_printable(g->input, g->n_input) &&
+              values_printable(g->output, g->n_output) && values_printable(g->value_info, g->n_value_info);
+    for (size_t k = 0; ok && k < g->n_initializer; k++) ok = printable(g->initializer[k]->name);
+    for (size_t k = 0; ok && k < g->n_node; k++) {
+        const Onnx__NodeProto *np = g->node[k];
+        ok = printable(np->name) && printable(np->op_type);
+        for (size_t j = 0; ok && j < np->n_input; j++) ok = printable(np->input[j]);
+        for (size_t j = 0; ok && j < np->n_output; j++) ok = printable(np->output[j]);
+    }
+    return ok;
+}
+
 poet_status poet_onnx_import_bytes(const uint8_t *data, size_t len, const char *name, const poet_onnx_options *o,
                                    poet_onnx_model **out, poet_err *err)
 {
@@ -1615,6 +1660,9 @@ poet_status poet_onnx_import_bytes(const uint8_t *data, size_t len, const char *
     if (!mp || !mp->graph)
         return onnx__model_proto__free_unpacked(mp, NULL),
                poet_fail(err, POET_ERR_PARSE, "%s: not an ONNX model (the protobuf does not parse, or has no graph)", name);
+    if (!names_printable(mp->graph))
+        return onnx__model_proto__free_unpacked(mp, NULL),
+               poet_fail(err, POET_ERR_PARSE, "%s: a name in the model holds a control character", name);
     int opset = opset_of(mp);
     poet_onnx_model *m = calloc(1, sizeof *m);
     poet_status st = m ? POET_OK : poet_fail(err, POET_ERR_NOMEM, "out of memory reading %s", name);
@@ -1646,7 +1694,7 @@ poet_status poet_onnx_import(const char *path, const poet_onnx_options *o, poet_
     size_t len = 0;
     *out = NULL;
     /* protobuf's own limit is 2 GiB */
-    poet_status st = poet_read_file_max(path, (uint64_t)2 << 30, &data, &len, err);
+    poet_status st = poet_read_file_max(path, POET_MAX_ONNX_BYTES, &data, &len, err);
     if (st) return st;
     st = poet_onnx_import_bytes((const uint8_t *)data, len, path, o, out, err);
     free(data);

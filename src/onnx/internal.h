@@ -115,6 +115,10 @@ poet_status squeeze_dims(const Onnx__NodeProto *np, const int64_t *in_dims, int 
 /* Attribute lookups. */
 const Onnx__AttributeProto *attr_find(const Onnx__NodeProto *np, const char *name);
 int64_t attr_int(const Onnx__NodeProto *np, const char *name, int64_t dflt);
+/* An integer attribute (dflt where absent) that must lie in [lo, hi]:
+ * false where it does not. Where poet keeps one in 32 bits, this is the
+ * check before the narrowing, which would otherwise wrap 2^32 to 0. */
+bool attr_int_in(const Onnx__NodeProto *np, const char *name, int64_t dflt, int64_t lo, int64_t hi, int64_t *out);
 float attr_float(const Onnx__NodeProto *np, const char *name, float dflt);
 /* Whether string attribute name (dflt where absent) is want. */
 bool attr_is(const Onnx__NodeProto *np, const char *name, const char *dflt, const char *want);
