@@ -35,26 +35,74 @@ int print_json(cJSON *doc)
     return 0;
 }
 
-bool parse_int(const char *s, long lo, long hi, int *out)
+/* A number on the command line starts with a digit, a point or a minus
+ * sign and a digit: strtol and strtod would skip spaces and signs, and
+ * strtoull reads " -1" as 2^64-1. */
+static bool numeric_start(const char *s)
+{
+    const char *p = s && *s == '-' ? s + 1 : s;
+    if (p && *p == '.') p++;
+    return p && isdigit((unsigned char)*p);
+}
+
+bool parse_long(const char *s, long lo, long hi, long *out)
 {
     char *end = NULL;
     errno = 0;
-    long v = s ? strtol(s, &end, 10) : 0;
-    if (!s || !*s || *end || errno || v < lo || v > hi) return false;
+    long v = numeric_start(s) ? strtol(s, &end, 10) : 0;
+    if (!numeric_start(s) || *end || errno || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+bool parse_int(const char *s, long lo, long hi, int *out)
+{
+    long v;
+    if (!parse_long(s, lo, hi, &v)) return false;
     *out = (int)v;
+    return true;
+}
+
+bool parse_u64(const char *s, uint64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = s && isdigit((unsigned char)*s) ? strtoull(s, &end, 10) : 0;
+    if (!s || !isdigit((unsigned char)*s) || *end || errno) return false;
+    *out = v;
     return true;
 }
 
 bool parse_real(const char *s, double *out)
 {
     char *end = NULL;
-    double v = s ? strtod(s, &end) : 0;
-    if (!s || end == s || *end) return false;
+    double v = numeric_start(s) ? strtod(s, &end) : 0;
+    if (!numeric_start(s) || *end) return false;
     *out = v;
     return true;
 }
 
+bool parse_time_limit(const char *s, double *seconds)
+{
+    double v;
+    if (!parse_real(s, &v) || !(v > 0 && v <= MAX_TIME_LIMIT_S)) return false;
+    *seconds = v;
+    return true;
+}
+
 /* ---- option parsing: --name value and --flag ---- */
+
+bool opt_output_file;
+
+static int check_outputs(const opt *opts)
+{
+    for (const opt *p = opts; p->name; p++)
+        if (p->flag == &opt_output_file && *p->value) {
+            poet_err err = {0};
+            if (poet_check_output(*p->value, &err)) return lib_error(&err);
+        }
+    return 0;
+}
 
 int parse_opts(const char *cmd, int argc, char **argv, opt *opts, bool *help)
 {
@@ -74,7 +122,7 @@ int parse_opts(const char *cmd, int argc, char **argv, opt *opts, bool *help)
         if (i + 1 >= argc) return usage_error(cmd, "missing value after", argv[i]);
         *o->value = argv[++i];
     }
-    return 0;
+    return check_outputs(opts);
 }
 
 /* BYTES with an optional unit (as dd reads them: K is 1024, KB 1000), or
@@ -89,8 +137,8 @@ bool parse_budget(const char *s, uint64_t keep_all, uint64_t *out)
                  {"G", 1073741824}, {"GiB", 1073741824}, {"GB", 1e9}};
     char *end = NULL;
     errno = 0;
-    double v = s ? strtod(s, &end) : -1;
-    if (!s || end == s || errno || !(v >= 0) || v > 9007199254740992.0 || isalpha((unsigned char)*s)) return false;
+    double v = numeric_start(s) ? strtod(s, &end) : -1;
+    if (!numeric_start(s) || errno || !(v >= 0) || v > (double)POET_MAX_BUDGET_BYTES) return false;
     if (strcmp(end, "%") == 0) {
         if (v > 1e6) return false;
         *out = (uint64_t)floor(v / 100.0 * (double)keep_all);
@@ -99,7 +147,7 @@ bool parse_budget(const char *s, uint64_t keep_all, uint64_t *out)
     for (size_t i = 0; i < sizeof units / sizeof *units; i++) {
         double bytes = v * units[i].bytes;
         if (strcmp(end, units[i].unit) != 0) continue;
-        if (bytes > 9007199254740992.0 || (units[i].bytes == 1 && v != floor(v))) return false;
+        if (bytes > (double)POET_MAX_BUDGET_BYTES || (units[i].bytes == 1 && v != floor(v))) return false;
         *out = (uint64_t)floor(bytes);
         return true;
     }
@@ -148,8 +196,8 @@ void warn_ram(const poet_problem *p, const poet_sim *sim, int optimizer_slots)
 bool parse_gap(const char *s, double *out)
 {
     char *end = NULL;
-    double v = s ? strtod(s, &end) : -1;
-    if (!s || end == s) return false;
+    double v = numeric_start(s) ? strtod(s, &end) : -1;
+    if (!numeric_start(s)) return false;
     if (strcmp(end, "%") == 0) v /= 100;
     else if (*end) return false;
     if (!(v >= 0 && v <= 1)) return false;
@@ -163,8 +211,8 @@ bool parse_sparsity_levels(const char *text, uint32_t *bp, int *n)
 {
     *n = 0;
     for (const char *at = text;;) {
-        char *end;
-        double pct = strtod(at, &end);
+        char *end = (char *)at;
+        double pct = numeric_start(at) ? strtod(at, &end) : -1;
         double q = round(pct * 100);
         if (end == at || !(pct >= 0 && pct < 100) || fabs(pct * 100 - q) > 1e-6 || *n == POET_SPARSE_MAX_LEVELS)
             return false;

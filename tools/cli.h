@@ -19,8 +19,14 @@ int lib_error(const poet_err *err);
 /* Prints a JSON document (and frees it); fails only when out of memory. */
 int print_json(cJSON *doc);
 bool parse_int(const char *s, long lo, long hi, int *out);
+bool parse_long(const char *s, long lo, long hi, long *out);
+/* An unsigned 64-bit integer: digits only. */
+bool parse_u64(const char *s, uint64_t *out);
 /* The whole of s as a number (strtod's syntax); the caller checks its range. */
 bool parse_real(const char *s, double *out);
+enum { MAX_TIME_LIMIT_S = 86400 }; /* a day: --time-limit of every command */
+/* --time-limit S: seconds in (0, MAX_TIME_LIMIT_S]. */
+bool parse_time_limit(const char *s, double *seconds);
 /* BYTES (with a unit: 64KiB, 256k, 1.5MB; see BUDGET_UNITS), or PCT% of
  * keep_all. */
 bool parse_budget(const char *s, uint64_t keep_all, uint64_t *out);
@@ -41,8 +47,14 @@ typedef struct opt {
     const char *name;
     bool takes_value;
     const char **value; /* for options with a value */
-    bool *flag;         /* for flags */
+    bool *flag;         /* for flags; &opt_output_file for an option that names a file the command writes */
 } opt;
+
+/* The mark of an output file option: parse_opts checks the path under
+ * poet's output rule (poet/file.h) before the command does any work, so
+ * that a bad path is not found after a long run. */
+extern bool opt_output_file;
+#define OUTPUT_OPT(name, var) {name, true, &(var), &opt_output_file}
 
 int parse_opts(const char *cmd, int argc, char **argv, opt *opts, bool *help);
 

@@ -74,7 +74,7 @@ int cmd_export(int argc, char **argv)
     train_opts t = {0};
     const char *out = NULL, *chunk_s = NULL;
     bool json = false, help = false;
-    opt opts[] = {TRAIN_OPTS(t), {"--out", true, &out, NULL}, {"--chunk", true, &chunk_s, NULL},
+    opt opts[] = {TRAIN_OPTS(t), OUTPUT_OPT("--out", out), {"--chunk", true, &chunk_s, NULL},
                   {"--json", false, NULL, &json}, {NULL, false, NULL, NULL}};
     int rc = parse_opts("export", argc, argv, opts, &help);
     if (rc || help) return help ? (fputs(EXPORT_HELP, stdout), 0) : rc;

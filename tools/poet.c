@@ -3,6 +3,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,8 +204,8 @@ static int cmd_graph(int argc, char **argv)
     graph_src src = {0};
     const char *dot = NULL, *out = NULL, *nodes = NULL;
     bool json = false, help = false;
-    opt opts[] = {GRAPH_SRC_OPTS(src),                 {"--dot", true, &dot, NULL},
-                  {"--out", true, &out, NULL},         {"--json", false, NULL, &json},
+    opt opts[] = {GRAPH_SRC_OPTS(src),                 OUTPUT_OPT("--dot", dot),
+                  OUTPUT_OPT("--out", out),         {"--json", false, NULL, &json},
                   {"--nodes", true, &nodes, NULL},
                   {NULL, false, NULL, NULL}};
     int rc = parse_opts("graph", argc, argv, opts, &help);
@@ -387,7 +388,7 @@ static const char PLAN_HELP[] =
     "                    (docs/partial.md); the graph and the plan follow it\n"
     "  --threads N       solver threads; --deterministic: fixed seeds\n"
     "  --quiet           no progress line on stderr\n"
-    "  --write-mps FILE  milp: write the model (FILE.mps) for other solvers\n"
+    "  --write-mps FILE  milp: write the model (FILE.mps.gz) for other solvers\n"
     "  --sparse-levels LIST  sparsities in % (0,50,75,90): the schedule's\n"
     "                    energy and time, and the parameter bytes, with the\n"
     "                    convolution and linear layers DRESS-style sparse at\n"
@@ -422,8 +423,8 @@ static int cmd_plan(int argc, char **argv)
                   {"--weight-bits", true, &bits_text, NULL}, {"--weight-group", true, &group_text, NULL},
                   {"--budget", true, &budget, NULL},       {"--runtime-factor", true, &factor, NULL},
                   {"--planner", true, &planner, NULL},     {"--time-limit", true, &limit, NULL},
-                  {"--out", true, &out, NULL},             {"--json", false, NULL, &json},
-                  {"--threads", true, &threads, NULL},     {"--write-mps", true, &mps, NULL},
+                  OUTPUT_OPT("--out", out),             {"--json", false, NULL, &json},
+                  {"--threads", true, &threads, NULL},     OUTPUT_OPT("--write-mps", mps),
                   {"--quiet", false, NULL, &quiet},        {"--deterministic", false, NULL, &deterministic},
                   {"--no-paging", false, NULL, &no_paging}, {"--no-remat", false, NULL, &no_remat},
                   {"--gap", true, &gap_text, NULL},        {"--allow-infeasible", false, NULL, &allow_infeasible},
@@ -434,8 +435,8 @@ static int cmd_plan(int argc, char **argv)
     double rho = 1.5, seconds = 0;
     if (factor && !(parse_real(factor, &rho) && rho >= 1 && rho <= 1e6))
         return usage_error("plan", "--runtime-factor must be a number from 1 to 1e6, got", factor);
-    if (limit && !(parse_real(limit, &seconds) && seconds > 0 && seconds <= 86400))
-        return usage_error("plan", "--time-limit must be more than 0 and at most 86400 seconds, got", limit);
+    if (limit && !parse_time_limit(limit, &seconds))
+        return usage_error("plan", "--time-limit must be seconds in (0, 86400], got", limit);
     double gap = 0;
     if (gap_text && !parse_gap(gap_text, &gap))
         return usage_error("plan", "--gap must be a fraction from 0 to 1 or a percentage like 0.5%, got", gap_text);
@@ -612,20 +613,30 @@ static int write_svg(const char *path, const poet_problem *p, const poet_schedul
     return rc;
 }
 
-/* PNG through whichever converter is installed; written atomically too. */
+/* PNG through whichever converter is installed, read from its standard
+ * output and written under the output rule like every other file. */
 static int convert_png(const char *svg, const char *png)
 {
     static const char *const how[] = {
-        "command -v rsvg-convert >/dev/null && rsvg-convert -o '%s' '%s' 2>/dev/null",
-        "command -v convert >/dev/null && convert '%2$s' '%1$s' 2>/dev/null",
+        "command -v rsvg-convert >/dev/null && rsvg-convert '%s' 2>/dev/null",
+        "command -v convert >/dev/null && convert '%s' png:- 2>/dev/null",
     };
-    char tmp[4096], cmd[8400];
-    if (strchr(svg, '\'') || strchr(png, '\'')) return usage_error("show", "paths with quotes are not supported", NULL);
-    snprintf(tmp, sizeof tmp, "%s.tmp.png", png);
+    char cmd[4200];
+    if (strchr(svg, '\'')) return usage_error("show", "paths with quotes are not supported", NULL);
     for (size_t k = 0; k < sizeof how / sizeof *how; k++) {
-        snprintf(cmd, sizeof cmd, how[k], tmp, svg);
-        if (system(cmd) == 0 && rename(tmp, png) == 0) return 0;
-        remove(tmp);
+        snprintf(cmd, sizeof cmd, how[k], svg);
+        FILE *f = popen(cmd, "r");
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *mem = f ? open_memstream(&buf, &len) : NULL;
+        char chunk[65536];
+        for (size_t n; mem && (n = fread(chunk, 1, sizeof chunk, f)) > 0;) fwrite(chunk, 1, n, mem);
+        if (mem) fclose(mem);
+        bool made = f && pclose(f) == 0 && len > 0;
+        poet_err err = {0};
+        int rc = made ? (poet_write_file_atomic(png, buf, len, &err) ? lib_error(&err) : 0) : -1;
+        free(buf);
+        if (rc >= 0) return rc;
     }
     fprintf(stderr, "poet: cannot write '%s': no SVG converter (apt-get install librsvg2-bin)\n", png);
     return 1;
@@ -638,8 +649,8 @@ static int cmd_show(int argc, char **argv)
                *png = NULL;
     bool help = false;
     if (argc > 0 && argv[0][0] != '-') file = argv[0], argc--, argv++;
-    opt opts[] = {GRAPH_SRC_OPTS(src), {"--svg", true, &svg, NULL},
-                  {"--png", true, &png, NULL}, {NULL, false, NULL, NULL}};
+    opt opts[] = {GRAPH_SRC_OPTS(src), OUTPUT_OPT("--svg", svg),
+                  OUTPUT_OPT("--png", png), {NULL, false, NULL, NULL}};
     int rc = parse_opts("show", argc, argv, opts, &help);
     if (rc || help) return help ? (fputs(SHOW_HELP, stdout), 0) : rc;
     if (!file) return usage_error("show", "give the schedule file first", NULL);
@@ -673,7 +684,7 @@ static int cmd_encode(int argc, char **argv)
     const char *file = NULL, *out = NULL;
     bool help = false;
     if (argc > 0 && argv[0][0] != '-') file = argv[0], argc--, argv++;
-    opt opts[] = {{"--out", true, &out, NULL}, {NULL, false, NULL, NULL}};
+    opt opts[] = {OUTPUT_OPT("--out", out), {NULL, false, NULL, NULL}};
     int rc = parse_opts("encode", argc, argv, opts, &help);
     if (rc || help) return help ? (fputs(ENCODE_HELP, stdout), 0) : rc;
     if (!file || !out) return usage_error("encode", "give the schedule file and --out BIN", NULL);
@@ -702,7 +713,7 @@ static int cmd_decode(int argc, char **argv)
     const char *file = NULL, *out = NULL;
     bool help = false;
     if (argc > 0 && argv[0][0] != '-') file = argv[0], argc--, argv++;
-    opt opts[] = {GRAPH_SRC_OPTS(src), {"--out", true, &out, NULL}, {NULL, false, NULL, NULL}};
+    opt opts[] = {GRAPH_SRC_OPTS(src), OUTPUT_OPT("--out", out), {NULL, false, NULL, NULL}};
     int rc = parse_opts("decode", argc, argv, opts, &help);
     if (rc || help) return help ? (fputs(DECODE_HELP, stdout), 0) : rc;
     if (!file || !out) return usage_error("decode", "give the binary file and --out FILE", NULL);
@@ -771,6 +782,8 @@ int main(int argc, char **argv)
         printf("poet %s\n", POET_VERSION);
         return 0;
     }
+    /* a write past `ulimit -f` fails with EFBIG, which poet reports, instead of killing poet without a word */
+    signal(SIGXFSZ, SIG_IGN);
     for (size_t i = 0; i < sizeof COMMANDS / sizeof *COMMANDS; i++)
         if (strcmp(argv[1], COMMANDS[i].name) == 0) return COMMANDS[i].run(argc - 2, argv + 2);
     fprintf(stderr, "poet: unknown command '%s' (see poet --help)\n", argv[1]);

@@ -2,7 +2,7 @@
 /* The options and planning shared by train, export and emulate. */
 #include "session.h"
 
-#include <errno.h>
+#include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,20 +18,21 @@ int train_opts_check(const char *cmd, const train_opts *t, train_values *v)
                                 "--runtime-factor and --time-limit", NULL);
     if (t->batch && !parse_int(t->batch, 1, 65536, &v->batch))
         return usage_error(cmd, "--batch must be 1 to 65536, got", t->batch);
-    char *end = NULL;
-    if (t->seed && (errno = 0, v->seed = strtoull(t->seed, &end, 10), *end || !*t->seed || errno || t->seed[0] == '-'))
+    if (t->seed && !parse_u64(t->seed, &v->seed))
         return usage_error(cmd, "--seed must be an integer from 0 to 2^64-1, got", t->seed);
     if (t->factor && !(parse_real(t->factor, &v->rho) && v->rho >= 1 && v->rho <= 1e6))
         return usage_error(cmd, "--runtime-factor must be a number from 1 to 1e6, got", t->factor);
-    if (t->time_limit && !(parse_real(t->time_limit, &v->time_limit_s) && v->time_limit_s > 0 && v->time_limit_s <= 1e6))
-        return usage_error(cmd, "--time-limit must be seconds in (0, 1e6], got", t->time_limit);
+    if (t->time_limit && !parse_time_limit(t->time_limit, &v->time_limit_s))
+        return usage_error(cmd, "--time-limit must be seconds in (0, 86400], got", t->time_limit);
     if (t->optimizer) {
         if (strcmp(t->optimizer, "adam") == 0) v->opt = poet_optimizer_default(POET_OPT_ADAM);
         else if (strcmp(t->optimizer, "sgd") != 0) return usage_error(cmd, "--optimizer must be sgd or adam, got", t->optimizer);
     }
     if (t->lr) {
         double lr = 0;
-        if (!(parse_real(t->lr, &lr) && lr > 0 && lr <= 10)) return usage_error(cmd, "--lr must be in (0, 10], got", t->lr);
+        /* as a float, which the optimizer computes in: 1e-50 would be 0 */
+        if (!(parse_real(t->lr, &lr) && lr >= FLT_MIN && lr <= 10))
+            return usage_error(cmd, "--lr must be from 1.2e-38 (the least normal float) to 10, got", t->lr);
         v->opt.lr = (float)lr;
     }
     v->planner = t->planner ? t->planner : poet_planner_default();

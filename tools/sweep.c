@@ -243,8 +243,8 @@ static int run_sweep(const sweep_args *a, poet_instance *inst)
     int n_budgets = 8;
     if (a->points && !parse_int(a->points, 2, 100, &n_budgets)) return usage_error(cmd, "--points must be 2 to 100, got", a->points);
     double seconds = 10;
-    if (a->limit && !(parse_real(a->limit, &seconds) && seconds > 0 && seconds <= 86400))
-        return usage_error(cmd, "--time-limit must be more than 0 and at most 86400 seconds, got", a->limit);
+    if (a->limit && !parse_time_limit(a->limit, &seconds))
+        return usage_error(cmd, "--time-limit must be seconds in (0, 86400], got", a->limit);
     poet_err err = {0};
     poet_problem p0;
     if (poet_problem_init(&p0, inst, 0, factors[0], &err)) return lib_error(&err);
@@ -287,7 +287,7 @@ int cmd_sweep(int argc, char **argv)
                   {"--from", true, &a.from, NULL},       {"--to", true, &a.to, NULL},
                   {"--points", true, &a.points, NULL},   {"--runtime-factor", true, &a.factors, NULL},
                   {"--series", true, &a.series, NULL},   {"--time-limit", true, &a.limit, NULL},
-                  {"--svg", true, &a.svg, NULL},         {"--json", false, NULL, &a.json},
+                  OUTPUT_OPT("--svg", a.svg),         {"--json", false, NULL, &a.json},
                   {"--quiet", false, NULL, &a.quiet},    {NULL, false, NULL, NULL}};
     int rc = parse_opts("sweep", argc, argv, opts, &help);
     if (rc || help) return help ? (fputs(SWEEP_HELP, stdout), 0) : rc;

@@ -17,7 +17,7 @@ static const char TRAIN_HELP[] =
     "                  [--train SPEC] [--data NAME] [--data-dir DIR]\n"
     "                  [--epochs N | --steps N] [--batch N] [--seed S]\n"
     "                  [--optimizer sgd|adam] [--lr X]\n"
-    "                  [--checkpoint DIR] [--checkpoint-every N] [--resume]\n"
+    "                  [--checkpoint DIR] [--checkpoint-every N] [--resume | --overwrite]\n"
     "                  [--storage FILE] [--onnx-out FILE] [--json] [--quiet]\n"
     "                  [--compress SPEC [--compress-epochs N]]\n"
     "Plans a schedule for one training iteration under the budget (bytes, or a\n"
@@ -38,9 +38,14 @@ static const char TRAIN_HELP[] =
     "  --checkpoint DIR    write DIR/checkpoint.poet atomically after each epoch\n"
     "                      and every N steps (--checkpoint-every, default 100)\n"
     "  --resume            continue from DIR/checkpoint.poet, bit-exactly, under\n"
-    "                      the schedule saved in DIR/schedule.json (not planned again)\n"
-    "  --storage FILE      the file standing in for flash (default: DIR/storage.bin,\n"
-    "                      or a temporary file)\n"
+    "                      the schedule saved in DIR/schedule.json (not planned again);\n"
+    "                      the run must use the data, seed and optimizer it was written with\n"
+    "  --overwrite         start afresh in a DIR that holds a checkpoint, replacing it\n"
+    "                      (without --resume or --overwrite such a DIR is refused; one run\n"
+    "                      at a time holds DIR)\n"
+    "  --storage FILE      the file standing in for flash, used where the schedule pages\n"
+    "                      (default: DIR/storage.bin, or an unnamed temporary file); a\n"
+    "                      non-empty file that is not poet's storage is refused\n"
     "  --onnx FILE         your model (docs/onnx.md): its initializers are the initial\n"
     "                      weights; --data is required\n"
     "  --onnx-out FILE     write the ONNX model with the trained weights (--onnx only)\n"
@@ -55,7 +60,7 @@ static const char TRAIN_HELP[] =
 typedef struct train_args {
     train_opts t;
     const char *epochs, *steps, *checkpoint, *every, *storage, *onnx_out, *compress, *compress_epochs;
-    bool json, resume, quiet;
+    bool json, resume, overwrite, quiet;
 } train_args;
 
 typedef struct parsed {
@@ -93,16 +98,6 @@ static bool parse_compress(const char *spec, parsed *p)
     return true;
 }
 
-static bool parse_long(const char *s, long lo, long hi, long *out)
-{
-    char *end = NULL;
-    errno = 0;
-    long long v = s ? strtoll(s, &end, 10) : 0;
-    if (!s || !*s || *end || errno || v < lo || v > hi) return false;
-    *out = (long)v;
-    return true;
-}
-
 static int check_args(const train_args *a, parsed *p)
 {
     const char *cmd = "train";
@@ -124,6 +119,8 @@ static int check_args(const train_args *a, parsed *p)
     if (a->compress_epochs && !parse_int(a->compress_epochs, 1, 100000, &p->compress_epochs))
         return usage_error(cmd, "--compress-epochs must be 1 to 100000, got", a->compress_epochs);
     if (a->resume && !a->checkpoint) return usage_error(cmd, "--resume needs --checkpoint DIR", NULL);
+    if (a->overwrite && !a->checkpoint) return usage_error(cmd, "--overwrite needs --checkpoint DIR", NULL);
+    if (a->overwrite && a->resume) return usage_error(cmd, "give --resume or --overwrite, not both", NULL);
     if (a->onnx_out && !a->t.onnx) return usage_error(cmd, "--onnx-out needs --onnx FILE", NULL);
     if (!p->v.data) return usage_error(cmd, "give --data (digits or fashion-mnist) for this model", NULL);
     return 0;
@@ -135,46 +132,75 @@ typedef struct run {
     poet_engine *e;
     poet_dataset d;
     char ckpt[4096], storage[4096];
-    bool temp_storage;
+    int lock; /* on the checkpoint directory, or -1 */
 } run;
 
 static void run_free(run *r)
 {
     poet_engine_free(r->e);
-    if (r->temp_storage) unlink(r->storage);
+    poet_unlock(r->lock);
     poet_dataset_free(&r->d);
     session_free(&r->s);
 }
 
+static int file_error(const char *what, const char *path)
+{
+    fprintf(stderr, "poet train: %s '%s'\n", what, path);
+    return 1;
+}
+
+/* The checkpoint directory, locked for this run (a second run with the
+ * same directory would overwrite its storage and checkpoints), and what it
+ * holds: a checkpoint is continued with --resume, replaced with
+ * --overwrite, and never replaced silently. */
+static int prepare_checkpoint(run *r, const train_args *a)
+{
+    poet_err err = {0};
+    struct stat st;
+    bool existed = stat(a->checkpoint, &st) == 0;
+    if (a->resume && !existed) return file_error("--resume: there is no checkpoint directory (a typo?):", a->checkpoint);
+    if (existed && !S_ISDIR(st.st_mode)) return file_error("--checkpoint must name a directory; this is a file:", a->checkpoint);
+    if (!existed && mkdir(a->checkpoint, 0755) != 0) {
+        fprintf(stderr, "poet: cannot create checkpoint directory '%s': %s\n", a->checkpoint, strerror(errno));
+        return 1;
+    }
+    if (poet_lock_dir(a->checkpoint, &r->lock, &err)) return lib_error(&err);
+    snprintf(r->ckpt, sizeof r->ckpt, "%s/checkpoint.poet", a->checkpoint);
+    bool has = access(r->ckpt, F_OK) == 0;
+    if (has && !a->resume && !a->overwrite)
+        return file_error("the directory holds the checkpoint of an earlier run (--resume continues it, --overwrite "
+                          "starts afresh and replaces it):", a->checkpoint);
+    if (!has && a->resume && !a->quiet)
+        fprintf(stderr, "poet: no checkpoint in '%s' yet: training starts at step 0\n", a->checkpoint);
+    return poet_check_output(r->ckpt, &err) ? lib_error(&err) : 0;
+}
+
+/* The files of the checkpoint directory and of storage, checked before
+ * any work (parse_opts checks --onnx-out): a bad path found after training
+ * would lose the run. */
 static int prepare_files(run *r, const train_args *a)
 {
-    if (a->checkpoint) {
-        if (mkdir(a->checkpoint, 0755) && errno != EEXIST) {
-            fprintf(stderr, "poet: cannot create checkpoint directory '%s': %s\n", a->checkpoint, strerror(errno));
-            return 1;
-        }
-        snprintf(r->ckpt, sizeof r->ckpt, "%s/checkpoint.poet", a->checkpoint);
-    }
-    if (a->storage) {
-        snprintf(r->storage, sizeof r->storage, "%s", a->storage);
-    } else if (a->checkpoint) {
-        snprintf(r->storage, sizeof r->storage, "%s/storage.bin", a->checkpoint);
-    } else {
-        const char *tmp = getenv("TMPDIR");
-        snprintf(r->storage, sizeof r->storage, "%s/poet-storage-%ld.bin", tmp && *tmp ? tmp : "/tmp", (long)getpid());
-        r->temp_storage = true;
-    }
+    int rc = a->checkpoint ? prepare_checkpoint(r, a) : 0;
+    if (rc) return rc;
+    if (a->storage) snprintf(r->storage, sizeof r->storage, "%s", a->storage);
+    else if (a->checkpoint) snprintf(r->storage, sizeof r->storage, "%s/storage.bin", a->checkpoint);
     return 0;
 }
 
+/* Storage only where the schedule pages: a file named by --storage or kept
+ * in the checkpoint directory, else an unnamed temporary one. */
 static int start_engine(run *r, const parsed *q)
 {
     poet_err err = {0};
-    poet_storage st;
+    poet_storage st = {0}, *use = NULL;
     uint64_t cap = 0;
     for (int i = 0; i < r->s.inst.T; i++) cap += r->s.inst.nodes[i].bytes; /* enough for any schedule */
-    if (poet_storage_open_file(r->storage, r->s.sim.paged_out_bytes ? cap : 0, &st, &err)) return lib_error(&err);
-    poet_engine_config cfg = {r->s.g, &r->s.p, &r->s.plan.schedule, &st, q->v.opt, q->v.seed, 0, session_params(&r->s),
+    if (r->s.sim.paged_out_bytes) {
+        if (r->storage[0] ? poet_storage_open_file(r->storage, cap, &st, &err) : poet_storage_open_temp(NULL, cap, &st, &err))
+            return lib_error(&err);
+        use = &st;
+    }
+    poet_engine_config cfg = {r->s.g, &r->s.p, &r->s.plan.schedule, use, q->v.opt, q->v.seed, 0, session_params(&r->s),
                               session_buffers(&r->s)};
     if (poet_engine_init(&r->e, &cfg, &err)) {
         poet_storage_close(&st);
@@ -369,9 +395,10 @@ int cmd_train(int argc, char **argv)
                   {"--epochs", true, &a.epochs, NULL},     {"--steps", true, &a.steps, NULL},
                   {"--checkpoint", true, &a.checkpoint, NULL},
                   {"--checkpoint-every", true, &a.every, NULL}, {"--storage", true, &a.storage, NULL},
-                  {"--onnx-out", true, &a.onnx_out, NULL}, {"--compress", true, &a.compress, NULL},
+                  OUTPUT_OPT("--onnx-out", a.onnx_out), {"--compress", true, &a.compress, NULL},
                   {"--compress-epochs", true, &a.compress_epochs, NULL},
                   {"--json", false, NULL, &a.json},        {"--resume", false, NULL, &a.resume},
+                  {"--overwrite", false, NULL, &a.overwrite},
                   {"--quiet", false, NULL, &a.quiet},      {NULL, false, NULL, NULL}};
     int rc = parse_opts("train", argc, argv, opts, &help);
     if (rc || help) return help ? (fputs(TRAIN_HELP, stdout), 0) : rc;
@@ -379,6 +406,7 @@ int cmd_train(int argc, char **argv)
     if ((rc = check_args(&a, &q))) return rc;
     run r;
     memset(&r, 0, sizeof r);
+    r.lock = -1;
     poet_err err = {0};
     if (!(rc = prepare_files(&r, &a)) && !(rc = plan_or_resume(&r, &a, &q)) &&
         poet_dataset_load(q.v.data, a.t.data_dir, &r.d, &err))

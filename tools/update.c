@@ -4,7 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "session.h"
 
@@ -14,7 +16,7 @@ static const char UPDATE_HELP[] =
     "                   [--epochs N] [--rounds N] [--start N] [--step N] [--val N]\n"
     "                   [--reinit] [--always-send]\n"
     "                   [--device DEV] [--budget B | --schedule FILE] [--batch N]\n"
-    "                   [--seed S] [--optimizer sgd|adam] [--lr X] [--out DIR] [--json]\n"
+    "                   [--seed S] [--optimizer sgd|adam] [--lr X] [--out DIR [--overwrite]] [--json]\n"
     "Deep partial updating (docs/update.md): the server keeps deployed devices\n"
     "current while its data grows, sending a few percent of the weights a round.\n"
     "Round r retrains the deployed model on the first START + (r-1)*STEP examples\n"
@@ -39,13 +41,15 @@ static const char UPDATE_HELP[] =
     "  --device, --budget, --schedule   the schedule of the device image that\n"
     "                  devices train with (default: a72, 100%)\n"
     "  --out DIR       write DIR/image.poet (what devices start from) and\n"
-    "                  DIR/round-NN.patch for each round that sends\n"
+    "                  DIR/round-NN.patch for each round that sends; a DIR with an\n"
+    "                  earlier run's files is refused (a device would apply its old\n"
+    "                  patches) unless --overwrite, which removes them first\n"
     "Reports test accuracy and bytes sent per round.\n";
 
 typedef struct update_args {
     train_opts t;
     const char *method, *k, *global_share, *epochs, *rounds, *start, *step, *val, *out;
-    bool reinit, always_send, json;
+    bool reinit, always_send, json, overwrite;
 } update_args;
 
 typedef struct update_values {
@@ -165,13 +169,53 @@ static int run_rounds(const update_args *a, const update_values *u, poet_update_
     return rc;
 }
 
+/* Whether name is one of the files a run writes into --out. */
+static bool is_run_file(const char *name)
+{
+    int round = 0, end = 0;
+    return strcmp(name, "image.poet") == 0 || (sscanf(name, "round-%d.patch%n", &round, &end) == 1 && !name[end]);
+}
+
+/* --out DIR before any work: created, locked for this run, and free of an
+ * earlier run's image and patches, whose rounds a device would mix with
+ * this run's (--overwrite removes them). */
+static int prepare_out(const update_args *a, int *lock)
+{
+    poet_err err = {0};
+    if (mkdir(a->out, 0755) && errno != EEXIST) {
+        fprintf(stderr, "poet: cannot create directory '%s': %s\n", a->out, strerror(errno));
+        return 1;
+    }
+    if (poet_lock_dir(a->out, lock, &err)) return lib_error(&err);
+    DIR *d = opendir(a->out);
+    if (!d) {
+        fprintf(stderr, "poet: cannot read directory '%s': %s\n", a->out, strerror(errno));
+        return 1;
+    }
+    int rc = 0;
+    for (struct dirent *e; !rc && (e = readdir(d));) {
+        if (!is_run_file(e->d_name)) continue;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", a->out, e->d_name);
+        if (!a->overwrite) {
+            fprintf(stderr, "poet update: '%s' holds an earlier run's %s: give another --out, or --overwrite to "
+                            "remove that run's files\n", a->out, e->d_name);
+            rc = 1;
+        } else if (unlink(path) != 0) {
+            fprintf(stderr, "poet: cannot remove '%s': %s\n", path, strerror(errno));
+            rc = 1;
+        }
+    }
+    closedir(d);
+    char image[4096];
+    snprintf(image, sizeof image, "%s/image.poet", a->out);
+    if (!rc && poet_check_output(image, &err)) rc = lib_error(&err);
+    return rc;
+}
+
 static int write_image(const char *dir, const poet_update_server *srv)
 {
     if (!dir) return 0;
-    if (mkdir(dir, 0755) && errno != EEXIST) {
-        fprintf(stderr, "poet: cannot create directory '%s': %s\n", dir, strerror(errno));
-        return 1;
-    }
     size_t len;
     const uint8_t *img = poet_update_image(srv, &len);
     return write_out(dir, "image.poet", img, len);
@@ -188,17 +232,26 @@ int cmd_update(int argc, char **argv)
                   {"--start", true, &a.start, NULL},   {"--step", true, &a.step, NULL},
                   {"--val", true, &a.val, NULL},       {"--out", true, &a.out, NULL},
                   {"--reinit", false, NULL, &a.reinit}, {"--always-send", false, NULL, &a.always_send},
-                  {"--json", false, NULL, &a.json},
+                  {"--json", false, NULL, &a.json},    {"--overwrite", false, NULL, &a.overwrite},
                   {NULL, false, NULL, NULL}};
     int rc = parse_opts("update", argc, argv, opts, &help);
     if (rc || help) return help ? (fputs(UPDATE_HELP, stdout), 0) : rc;
     update_values u;
     if ((rc = check_args(&a, &u))) return rc;
+    if (a.overwrite && !a.out) return usage_error("update", "--overwrite needs --out DIR", NULL);
+    int lock = -1;
+    if (a.out && (rc = prepare_out(&a, &lock))) {
+        poet_unlock(lock);
+        return rc;
+    }
     session s;
     poet_dataset d = {0};
     poet_update_server *srv = NULL;
     poet_err err = {0};
-    if ((rc = session_plan("update", &s, &a.t, &u.v))) return rc;
+    if ((rc = session_plan("update", &s, &a.t, &u.v))) {
+        poet_unlock(lock);
+        return rc;
+    }
     poet_engine_config cfg = {s.g, &s.p, &s.plan.schedule, NULL, u.v.opt, u.v.seed, 0, session_params(&s),
                               session_buffers(&s)};
     if (poet_dataset_load(u.v.data, a.t.data_dir, &d, &err) || poet_update_server_new(&srv, &cfg, &u.o, &err))
@@ -225,5 +278,6 @@ int cmd_update(int argc, char **argv)
     poet_update_server_free(srv);
     poet_dataset_free(&d);
     session_free(&s);
+    poet_unlock(lock);
     return rc;
 }

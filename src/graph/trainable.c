@@ -2,6 +2,7 @@
 #include "ops.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,10 +130,12 @@ static poet_status parse_spec(const poet_graph *g, const char *spec, int *freeze
         return read_mask(g, spec + 5, freeze, ratio, err);
     }
     char *end = NULL;
-    if (strncmp(spec, "last:", 5) == 0 && (last = (int)strtol(spec + 5, &end, 10), end != spec + 5 && !*end) &&
-        last >= 1 && spec[5] != '-' && spec[5] != '+') {
-        if (last > layers)
+    long n = 0;
+    if (strncmp(spec, "last:", 5) == 0 && isdigit((unsigned char)spec[5]) &&
+        (errno = 0, n = strtol(spec + 5, &end, 10), !*end) && n >= 1) {
+        if (errno || n > layers) /* the count as written, not as an int would wrap it */
             return poet_fail(err, POET_ERR_INVALID, "--train %s: the model has %d layers with parameters", spec, layers);
+        last = (int)n;
         for (int v = g->n_forward - 1; v >= 0; v--)
             if (g->nodes[v].params) freeze[v] = last-- > 0 ? 0 : FREEZE_ALL;
         return POET_OK;

@@ -28,6 +28,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "poet/file.h"
 #include "../schedule/internal.h"
 #include "glpk_mip.h"
 #include "greedy.h"
@@ -734,6 +735,42 @@ static bool better_start(const poet_problem *p, const poet_schedule *a, const po
     return !b || poet_simulate(p, b, &sb, NULL, NULL) || sa.energy_j < sb.energy_j;
 }
 
+/* --write-mps: CBC writes the model where poet chose, in a directory of
+ * its own (it appends ".mps" or ".mps.gz" and, where it cannot write,
+ * terminates its process); poet then writes it to the caller's path with
+ * that suffix, under its output rule (poet/file.h). */
+typedef struct mps_relay {
+    char dir[4096], base[4200];
+} mps_relay;
+
+static poet_status mps_begin(mps_relay *m, poet_err *err)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(m->dir, sizeof m->dir, "%s/poet-mps-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(m->dir)) return poet_fail(err, POET_ERR_IO, "cannot make a directory for the MPS file: %s", strerror(errno));
+    snprintf(m->base, sizeof m->base, "%s/model", m->dir);
+    return POET_OK;
+}
+
+static poet_status mps_end(mps_relay *m, const char *want, poet_err *err)
+{
+    static const char *const SUFFIX[] = {".mps.gz", ".mps"};
+    poet_status st = poet_fail(err, POET_ERR_IO, "cannot write '%s.mps.gz': CBC wrote no model", want);
+    for (int k = 0; k < 2; k++) {
+        char from[4300], to[4200];
+        snprintf(from, sizeof from, "%s%s", m->base, SUFFIX[k]);
+        char *data = NULL;
+        size_t len = 0;
+        if (access(from, F_OK) != 0) continue;
+        snprintf(to, sizeof to, "%s%s", want, SUFFIX[k]);
+        if (!(st = poet_read_file_max(from, UINT64_MAX, &data, &len, err))) st = poet_write_file_atomic(to, data, len, err);
+        free(data);
+        unlink(from);
+    }
+    rmdir(m->dir);
+    return st;
+}
+
 static poet_status solve(const poet_problem *p, const milp_options *mo, const poet_plan_options *o,
                          poet_plan_result *r, poet_err *err)
 {
@@ -753,8 +790,14 @@ static poet_status solve(const poet_problem *p, const milp_options *mo, const po
         have_start = !poet_schedule_copy(&start, mo->start, NULL);
     }
     double start_at = plan_wall_s(); /* a caller's start keeps its own time, which the caller knows */
+    mps_relay mps;
+    if (o->write_mps && (st = mps_begin(&mps, err))) {
+        csc_free(&c);
+        model_free(&m);
+        return st;
+    }
     cbc_recipe rc = {.l = &m.lp, .c = &c, .lb = m.lp.lb, .ub = m.lp.ub, .o = *o, .min_seconds = 1, .log_level = 1,
-                     .cutoff = INFINITY, .write_mps = o->write_mps};
+                     .cutoff = INFINITY, .write_mps = o->write_mps ? mps.base : NULL};
     if (have_start) rc.start = start_from(&m, &start);
     /* the limit covers the whole planner, warm start and model included;
      * CBC looks at its clock between phases and overruns by a few percent:
@@ -766,13 +809,14 @@ static poet_status solve(const poet_problem *p, const milp_options *mo, const po
     solve_apart(&job, &sv);
     start_free(&rc.start);
     csc_free(&c);
+    if (o->write_mps) st = mps_end(&mps, o->write_mps, err);
     const double *x = sv.x;
     double bound = sv.bound / m.obj_scale;
     progress_report(NULL, x ? sv.obj / m.obj_scale : NAN, bound);
     /* CBC calls a solve that met its gap tolerance optimal: poet, only a proof */
     bool optimal = sv.optimal && sv.obj - sv.bound <= 1e-6 * fabs(sv.obj), infeasible = sv.infeasible;
     if (!sv.ended) snprintf(r->note, sizeof r->note, "CBC died during the solve; its answers are lost");
-    if (!(st = poet_schedule_init(&r->schedule, p->T, err))) {
+    if (!st && !(st = poet_schedule_init(&r->schedule, p->T, err))) {
         poet_err why = {0};
         if (x) {
             extract(&m, x, &r->schedule);
