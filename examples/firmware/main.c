@@ -9,6 +9,7 @@
  *            [--weights=FILE] [--memory=BYTES] [--fail-write=N] [--fail-read=N]
  *            [--profile] [--rates=FILE] [--attend=FILE] [--store=FILE]
  *   firmware --layer=FILE --layer-out=FILE
+ *   firmware --check-images=FILE
  * --patches applies the partial updates of `poet update` (patches one after
  * the other in FILE) before any training; a refused one stops the run with
  * the weights of the last applied.
@@ -22,7 +23,10 @@
  * keeps of some layers only the rows whose gradient is largest (u32 step,
  * u32 count, then count pairs of u32 node and rows kept): p-Meta-style
  * adaptation, as bench/fewshot.c runs it on the host. --layer runs a compact weight
- * format (poet/sparse.h, poet/alq.h) on a case from the host (layer_check). Exit status: 0 done; 1 poet
+ * format (poet/sparse.h, poet/alq.h) on a case from the host (layer_check). --check-images runs
+ * changed copies of the image in flash (tests/test_boundaries.c writes
+ * them: a field set to a boundary value, the CRC made right) through
+ * inspect, open and one step, and prints each verdict. Exit status: 0 done; 1 poet
  * refused or a step failed (the weights written are those of the last
  * completed step); 2 bad arguments or files. */
 #include <stdbool.h>
@@ -42,7 +46,7 @@ enum { POOL_PAINT = 0xA5 };
 
 typedef struct args {
     long steps, memory, fail_write, fail_read;
-    const char *data, *storage, *weights, *patches, *layer, *layer_out, *rates, *attend, *store;
+    const char *data, *storage, *weights, *patches, *layer, *layer_out, *rates, *attend, *store, *cases;
     bool profile;
 } args;
 
@@ -147,12 +151,14 @@ static bool parse(args *a)
         else if ((v = value_of(w, "--attend="))) a->attend = v;
         else if ((v = value_of(w, "--store="))) a->store = v;
         else if ((v = value_of(w, "--layer-out="))) a->layer_out = v;
+        else if ((v = value_of(w, "--check-images="))) a->cases = v;
         else if (strcmp(w, "--profile") == 0) a->profile = true;
         else if (w != cmdline) ok = false; /* the first word names the program */
         if (!ok) return false;
         w = more ? end + 1 : end;
     }
     if (a->layer) return a->layer_out && !a->steps && !a->patches;
+    if (a->cases) return !a->steps && !a->patches && !a->store;
     return (a->steps > 0 && a->data) || (a->patches && !a->steps) || (a->store && !a->steps);
 }
 
@@ -511,12 +517,89 @@ static int layer_check(const char *in, const char *out)
     return rc;
 }
 
+/* ---- hostile images ----
+ * A case file: u32 count, then per case u32 offset, u32 width (bytes),
+ * u64 value, u32 CRC-32 of the changed image. Each case is the image in
+ * flash copied to the pool's top, changed there, inspected, opened in the
+ * rest of the pool (paging to RAM at its end) and, where that works,
+ * trained a step on zeros: "poet-case K inspect S total T open S step S",
+ * statuses as poet_status numbers. */
+
+static void put_status(const char *what, poet_status st)
+{
+    put_str(what);
+    put_str(st < 0 ? "-" : "");
+    put_u64((uint64_t)(st < 0 ? -(int64_t)st : st));
+}
+
+static poet_status run_case(unsigned char *img, size_t len, uint64_t *total, poet_status *opened, poet_status *stepped)
+{
+    poet_dev_memory need;
+    poet_err err = {0};
+    *total = 0, *opened = *stepped = POET_ERR_NOT_FOUND; /* not tried */
+    poet_status st = poet_dev_inspect(img, len, &need, &err);
+    if (st) return st;
+    *total = need.total_bytes;
+    size_t room = (size_t)(img - __pool_start);
+    if (need.total_bytes > room || need.storage_bytes > room - need.total_bytes) return POET_OK;
+    static ram_store ram;
+    poet_dev_storage store;
+    ram_store_open(&ram, __pool_start + room - (size_t)need.storage_bytes, need.storage_bytes, &store);
+    poet_dev *d;
+    if ((*opened = poet_dev_open(&d, img, len, __pool_start, (size_t)need.total_bytes, &store, NULL, &err))) return POET_OK;
+    float *x, loss;
+    int32_t *y;
+    int rows, classes;
+    uint64_t per;
+    poet_dev_batch_shape(d, &rows, &per, &classes);
+    poet_dev_batch_buffers(d, &x, &y);
+    memset(x, 0, (size_t)rows * (size_t)per * sizeof *x);
+    memset(y, 0, (size_t)rows * sizeof *y);
+    *stepped = poet_dev_step(d, x, y, &loss, &err);
+    return POET_OK;
+}
+
+static int check_images(const char *path)
+{
+    const unsigned char *image = __image_start;
+    uint64_t len = poet_dev_image_length(image);
+    size_t pool = (size_t)(__pool_end - __pool_start), top = ((size_t)len + 7) / 8 * 8;
+    if (!len || len > (uint64_t)(__image_end - __image_start) || top > pool) return fail("no image in flash for the cases", "");
+    unsigned char *img = __pool_end - top;
+    img -= (uintptr_t)img % 8;
+    int h = sh_open(path, SH_READ_BINARY);
+    uint32_t count = 0;
+    if (h < 0 || sh_read(h, &count, 4) != 0) return fail("cannot read the cases ", path);
+    for (uint32_t k = 0; k < count; k++) {
+        struct { uint32_t at, width; uint64_t value; uint32_t crc; } c;
+        if (sh_read(h, &c.at, 4) || sh_read(h, &c.width, 4) || sh_read(h, &c.value, 8) || sh_read(h, &c.crc, 4) ||
+            c.width > 8 || (uint64_t)c.at + c.width > len - 4)
+            return fail("a malformed case in ", path);
+        memcpy(img, image, (size_t)len);
+        for (uint32_t i = 0; i < c.width; i++) img[c.at + i] = (unsigned char)(c.value >> (8 * i));
+        for (uint32_t i = 0; i < 4; i++) img[len - 4 + i] = (unsigned char)(c.crc >> (8 * i));
+        uint64_t total;
+        poet_status opened, stepped, st = run_case(img, (size_t)len, &total, &opened, &stepped);
+        put_str("poet-case ");
+        put_u64(k);
+        put_status(" inspect ", st);
+        put_str(" total ");
+        put_u64(total);
+        put_status(" open ", opened);
+        put_status(" step ", stepped);
+        flush();
+    }
+    sh_close(h);
+    return 0;
+}
+
 int main(void)
 {
     args a;
     if (!parse(&a))
         return fail("usage: [--patches=FILE] [--steps=N --data=FILE] [--storage=FILE|ram] ... | --layer=FILE --layer-out=FILE", "");
     if (a.layer) return layer_check(a.layer, a.layer_out);
+    if (a.cases) return check_images(a.cases);
     static run r;
     static sd_card card;
     static ram_store ram;
