@@ -11,6 +11,7 @@ poet=$1
 firmware_dir=$2
 sparse_case=${3:-} # test_sparse and test_alq, which write a layer case and the host's outputs for it
 alq_case=${4:-}
+boundaries=${5:-} # test_boundaries, which writes the hostile device images and the host's verdicts
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 passed=0
@@ -248,6 +249,27 @@ if [ -n "$sparse_case" ]; then
         "$([ -n "$ticks" ] && [ "$ticks" -lt 100000 ] && echo 0 || echo 1)" "$(head -c 300 "$tmp/sparse.out")"
 fi
 [ -n "$alq_case" ] && layer_case multi-bit "$alq_case"
+
+# hostile images: every header field and the fields of one record of each
+# kind set to boundary values, the CRC made right; the board (32-bit) must
+# come to the host's verdict on each and survive the ones it accepts
+if [ -n "$boundaries" ]; then
+    mkdir -p "$tmp/cases"
+    "$boundaries" "$tmp/cases" >"$tmp/cases/host.out" 2>&1
+    check "the host writes the hostile image cases" $? "$(tail -c 300 "$tmp/cases/host.out")"
+    fw "$tmp/cases/image.bin" "$tmp/cases/fw.out" "--check-images=$tmp/cases/cases.bin"
+    rc=$?
+    want=$(wc -l <"$tmp/cases/expected.txt")
+    got=$(grep -c '^poet-case ' "$tmp/cases/fw.out")
+    check "the firmware runs all $want hostile images to the end ($got, rc $rc)" \
+        "$([ $rc -eq 0 ] && [ "$got" = "$want" ] && echo 0 || echo 1)" "$(grep -v '^poet-case' "$tmp/cases/fw.out" | head -c 300)"
+    differ=$(paste -d' ' <(awk '{print $1, $4}' "$tmp/cases/expected.txt") \
+        <(grep '^poet-case ' "$tmp/cases/fw.out" | awk '{print $2, $4}') | awk '$1 != $3 || $2 != $4' | head -3)
+    check "the firmware refuses every hostile image the host refuses, and only those" \
+        "$([ -z "$differ" ] && echo 0 || echo 1)" "case, host status, case, device status: $differ"
+    ran=$(awk '$8 == 0' "$tmp/cases/fw.out" | wc -l)
+    check "some accepted hostile images train a step on the board ($ran)" "$([ "$ran" -gt 0 ] && echo 0 || echo 1)"
+fi
 
 echo "device: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
