@@ -9,9 +9,9 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "../src/core/hash.h"
-#include "../src/core/kernels.h"
-#include "../src/core/mathf.h"
+#include "../src/base/hash.h"
+#include "../src/device/kernels.h"
+#include "../src/base/mathf.h"
 #include "check.h"
 #include "graphs.h"
 #include "rtutil.h"

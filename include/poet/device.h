@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "poet/graph.h"
+#include "poet/ops.h"
 #include "poet/status.h"
 
 #ifdef __cplusplus

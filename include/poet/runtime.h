@@ -235,6 +235,9 @@ typedef struct poet_train_report {
  * takes entries [j * rows, (j + 1) * rows) of epoch k / B's order, j = k % B. */
 void poet_train_order(uint64_t seed, long epoch, int n, int *order);
 
+/* Rows idx[0..rows) of xs (per floats each) and ys into one batch, x and y. */
+void poet_train_gather(float *x, int32_t *y, int rows, uint64_t per, const float *xs, const int32_t *ys, const int *idx);
+
 /* Mean loss and accuracy of e in inference mode over n examples: xs holds
  * one input per example (the model's input floats each) and ys one label;
  * idx picks the examples (NULL: the first n). */

@@ -107,6 +107,12 @@ typedef struct poet_patch_spec {
  * or an index list, whichever is smaller. The caller frees *out. */
 poet_status poet_patch_make(const poet_dev *d, const poet_patch_spec *s, uint8_t **out, size_t *len, poet_err *err);
 
+/* The weights a device running d's image makes of seed when a patch
+ * re-initializes (POET_PATCH_REST_INIT): each conv's and linear layer's
+ * weights drawn as poet_export_image draws them, every other parameter
+ * from keep; into out (poet_dev_weights' count of floats). */
+void poet_patch_init_weights(const poet_dev *d, uint64_t seed, const float *keep, float *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -6,9 +6,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "../common/fileio.h"
-#include "../common/json.h"
-#include "device_json.h"
+#include "../host/fileio.h"
+#include "../host/json.h"
+#include "profile_json.h"
 #include "instance_json.h"
 #include "poet/cost.h"
 

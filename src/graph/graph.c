@@ -1,5 +1,6 @@
 /* Training graph: construction with shape inference, and autodiff. */
-#include "ops.h"
+#include "poet/graph.h"
+#include "../ops/ops.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,6 @@
 /* Which parameter tensors train: the --train specs (docs/partial.md). */
-#include "ops.h"
+#include "poet/graph.h"
+#include "../ops/ops.h"
 
 #include <ctype.h>
 #include <errno.h>

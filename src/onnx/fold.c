@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/broadcast.h"
-#include "../core/hash.h"
+#include "../base/broadcast.h"
+#include "../base/hash.h"
 #include "internal.h"
 
 /* Tensors read from the file: 2 GiB of floats, more than protobuf holds.

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/hash.h"
+#include "../base/hash.h"
 #include "internal.h"
 #include "poet/file.h"
 

@@ -41,11 +41,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../schedule/internal.h"
+#include "../schedule/accounting.h"
 #include "fates.h"
 #include "progress.h"
-#include "milp.h"
-#include "../runtime/util.h"
+#include "../base/hash.h" /* mix64 */
+#include "../host/clock.h"
 
 enum {
     N_REACH = 5,
@@ -329,12 +329,12 @@ static bool better(const search *c, const score *a, const score *b)
 static void note(search *c, const score *v)
 {
     if (!better(c, v, &c->record)) return;
-    c->record = *v, c->record_at = plan_wall_s();
+    c->record = *v, c->record_at = host_now_s();
     c->met = v->energy_j <= c->target_j;
     progress_report(NULL, v->energy_j, NAN);
 }
 
-static bool go_on(const search *c, double deadline) { return !c->met && plan_wall_s() < deadline; }
+static bool go_on(const search *c, double deadline) { return !c->met && host_now_s() < deadline; }
 
 /* Whether i, under keep, is in RAM in a stage that is over the budget. */
 static bool relieves(const search *c, int i)
@@ -544,14 +544,14 @@ static score kick(search *c, score best, double deadline, uint64_t *rng)
         int n = 0;
         for (int i = 0; i < c->T; i++)
             if (c->fate[i] != FATE_KEEP) c->stack[n++] = i;
-        for (int k = 1 + (int)(rt_mix64((*rng)++) % 3); k > 0 && n > 0; k--) {
-            int at = (int)(rt_mix64((*rng)++) % (uint64_t)n);
+        for (int k = 1 + (int)(mix64((*rng)++) % 3); k > 0 && n > 0; k--) {
+            int at = (int)(mix64((*rng)++) % (uint64_t)n);
             c->fate[c->stack[at]] = FATE_KEEP;
             c->stack[at] = c->stack[--n];
         }
         /* a fate up to the highest enabled: fates enabled later leave the draws without them as they were */
         int top = 64 - __builtin_clzll(c->enabled);
-        int i = (int)(rt_mix64((*rng)++) % (uint64_t)c->T), f = (int)(rt_mix64((*rng)++) % (uint64_t)top);
+        int i = (int)(mix64((*rng)++) % (uint64_t)c->T), f = (int)(mix64((*rng)++) % (uint64_t)top);
         if (c->fate[i] == FATE_KEEP && allowed(c, i, f)) c->fate[i] = (unsigned char)f;
         score v = improve(c, shrink(c, build(c), deadline), deadline, false);
         if (better(c, &v, &best)) best = v, failed = -1, note(c, &best);
@@ -649,7 +649,7 @@ static uint64_t descend(search *c, double deadline)
         uint64_t placed_at = placed_arena_bytes(c->p, &c->s);
         if (placed_at <= c->p->budget_bytes) {
             c->placed_j = end_v[at].energy_j;
-            if (arena) c->record_at = plan_wall_s(); /* not the record: had from now */
+            if (arena) c->record_at = host_now_s(); /* not the record: had from now */
         }
         if (!arena) arena = placed_at;
         end_v[at] = end_v[--n_ends], memmove(ends + (size_t)at * T, ends + (size_t)n_ends * T, T);
@@ -661,7 +661,7 @@ static uint64_t descend(search *c, double deadline)
 poet_status fates_plan(const poet_problem *p, bool remat, bool paging, double seconds, double target_j,
                        poet_schedule *out, double *found_at, poet_err *err)
 {
-    double deadline = plan_wall_s() + seconds;
+    double deadline = host_now_s() + seconds;
     *found_at = 0;
     search c;
     if (!search_init(&c, p, remat, paging)) return poet_fail(err, POET_ERR_NOMEM, "out of memory in the fate search");
@@ -676,7 +676,7 @@ poet_status fates_plan(const poet_problem *p, bool remat, bool paging, double se
         c.cap[t] = first_cap > floor_t ? first_cap : floor_t < p->budget_bytes ? floor_t : p->budget_bytes;
     }
     double have_j = INFINITY;
-    for (int attempt = 0; attempt < 4 && plan_wall_s() < deadline; attempt++) {
+    for (int attempt = 0; attempt < 4 && host_now_s() < deadline; attempt++) {
         uint64_t arena = descend(&c, deadline);
         poet_schedule next;
         if (c.placed_j < have_j && !poet_schedule_copy(&next, &c.s, NULL)) {

@@ -10,7 +10,7 @@
  * gradient kept or paged, found
  * by a local search measured with POET's own accounting, within seconds,
  * or until it meets target_j (a lower bound on the energy). *found_at is
- * the plan_wall_s() when the search first met the fates of *out, or 0 where
+ * the host_now_s() when the search first met the fates of *out, or 0 where
  * it found none that passes the validator. */
 poet_status fates_plan(const poet_problem *p, bool remat, bool paging, double seconds, double target_j,
                        poet_schedule *out, double *found_at, poet_err *err);

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../schedule/internal.h"
+#include "../schedule/accounting.h"
 #include "greedy.h"
 
 typedef struct engine {

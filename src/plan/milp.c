@@ -29,7 +29,8 @@
 #include <unistd.h>
 
 #include "poet/file.h"
-#include "../schedule/internal.h"
+#include "../host/clock.h"
+#include "../schedule/accounting.h"
 #include "glpk_mip.h"
 #include "greedy.h"
 #include "milp.h"
@@ -411,19 +412,12 @@ double plan_gap(const poet_plan_options *o)
     return gap > 1e-9 ? gap : 1e-9;
 }
 
-double plan_wall_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* The reading end of a solve's log, and what it has said so far. */
 typedef struct cbc_log {
     int fd;          /* -1 once closed */
     double scale;    /* joules per unit of CBC's objective */
     double best;     /* the best incumbent in the log, in CBC's units */
-    double found_at; /* plan_wall_s() when the log first gave it; 0 before one */
+    double found_at; /* host_now_s() when the log first gave it; 0 before one */
     size_t len;
     char line[512];
 } cbc_log;
@@ -437,7 +431,7 @@ static void log_line(cbc_log *g, const char *line)
     const char *at;
     if ((!strncmp(line, "Cbc0004I", 8) || !strncmp(line, "Cbc0012I", 8) || !strncmp(line, "Cbc0016I", 8)) &&
         sscanf(line + 8, " Integer solution of %lf", &v) == 1 && v < g->best) {
-        g->best = v, g->found_at = plan_wall_s();
+        g->best = v, g->found_at = host_now_s();
         progress_report(NULL, v * g->scale, NAN);
     } else if (!strncmp(line, "Cbc0010I", 8) && (at = strstr(line, "best possible")) &&
                sscanf(at, "best possible %lf", &bound) == 1) {
@@ -518,7 +512,7 @@ typedef struct cbc_recipe {
     const char *write_mps; /* where CBC writes the model (appending .mps), or NULL */
 } cbc_recipe;
 
-/* CBC's model from r, for a solve issued at plan_wall_s() issued_at. */
+/* CBC's model from r, for a solve issued at host_now_s() issued_at. */
 static Cbc_Model *cbc_build(const cbc_recipe *r, double issued_at)
 {
     const lp *l = r->l;
@@ -530,7 +524,7 @@ static Cbc_Model *cbc_build(const cbc_recipe *r, double issued_at)
     Cbc_setObjSense(cbc, 1);
     if (r->write_mps) Cbc_writeMps(cbc, r->write_mps);
     if (r->start.n) Cbc_setMIPStartI(cbc, r->start.n, r->start.idx, r->start.val);
-    double seconds = fmax(r->seconds - (plan_wall_s() - issued_at), fmax(r->min_seconds, 1e-3));
+    double seconds = fmax(r->seconds - (host_now_s() - issued_at), fmax(r->min_seconds, 1e-3));
     set_params(cbc, &r->o, seconds);
     Cbc_setLogLevel(cbc, r->log_level);
     if (r->bound_only) {
@@ -572,7 +566,7 @@ typedef struct solved {
     bool ended;            /* the solve ran to its end (its process was not killed) */
     bool has_x, optimal, infeasible;
     double obj, bound;     /* in the model's scaled units */
-    double found_at;       /* plan_wall_s() when CBC found its best solution, 0 if unknown */
+    double found_at;       /* host_now_s() when CBC found its best solution, 0 if unknown */
     double *x;             /* the best solution's columns, when has_x */
 } solved;
 
@@ -584,7 +578,7 @@ typedef struct solve_job {
     const poet_problem *lp_of; /* the LP relaxation of this problem's MILP, built where it is solved */
     const milp_options *mo;
     int n_cols;
-    double deadline; /* plan_wall_s() after which the solve is stopped, lost */
+    double deadline; /* host_now_s() after which the solve is stopped, lost */
 } solve_job;
 
 static void solve_lp(const solve_job *job, solved *out);
@@ -623,7 +617,7 @@ static bool write_all(int fd, const void *buf, size_t n)
 static bool read_all(int fd, void *buf, size_t n, double deadline, cbc_log *g)
 {
     for (char *p = buf; n > 0;) {
-        double left = deadline - plan_wall_s();
+        double left = deadline - host_now_s();
         struct pollfd pfd[2] = {{.fd = fd, .events = POLLIN}, {.fd = g->fd, .events = POLLIN}};
         int ready = left > 0 ? poll(pfd, g->fd >= 0 ? 2 : 1, (int)ceil(left * 1000)) : 0;
         if (ready < 0 && errno == EINTR) continue;
@@ -657,7 +651,7 @@ static void read_back(pid_t pid, int fd, const solve_job *job, cbc_log *g, solve
         /* the log's last incumbent is the answer, unless CBC kept a better
          * one it did not print: then it had it by now */
         bool logged = g->found_at > 0 && got.obj >= g->best - 1e-9 * fabs(g->best);
-        out->found_at = !job->scale ? 0 : logged ? g->found_at : plan_wall_s();
+        out->found_at = !job->scale ? 0 : logged ? g->found_at : host_now_s();
         return;
     }
     free(got.x);
@@ -675,7 +669,7 @@ static void read_back(pid_t pid, int fd, const solve_job *job, cbc_log *g, solve
 static void solve_apart(const solve_job *job, solved *out)
 {
     int fd[2], lg[2] = {-1, -1};
-    double issued_at = plan_wall_s();
+    double issued_at = host_now_s();
     fflush(stdout), fflush(stderr);
     bool piped = pipe(fd) == 0;
     if (piped && job->scale && pipe(lg) != 0) close(fd[0]), close(fd[1]), piped = false;
@@ -774,7 +768,7 @@ static poet_status mps_end(mps_relay *m, const char *want, poet_err *err)
 static poet_status solve(const poet_problem *p, const milp_options *mo, const poet_plan_options *o,
                          poet_plan_result *r, poet_err *err)
 {
-    double started = plan_wall_s();
+    double started = host_now_s();
     model m;
     poet_status st = model_build(&m, p, mo->paging, mo->remat, false, err);
     if (st) return st;
@@ -789,7 +783,7 @@ static poet_status solve(const poet_problem *p, const milp_options *mo, const po
         if (have_start) poet_schedule_free(&start);
         have_start = !poet_schedule_copy(&start, mo->start, NULL);
     }
-    double start_at = plan_wall_s(); /* a caller's start keeps its own time, which the caller knows */
+    double start_at = host_now_s(); /* a caller's start keeps its own time, which the caller knows */
     mps_relay mps;
     if (o->write_mps && (st = mps_begin(&mps, err))) {
         csc_free(&c);
@@ -802,7 +796,7 @@ static poet_status solve(const poet_problem *p, const milp_options *mo, const po
     /* the limit covers the whole planner, warm start and model included;
      * CBC looks at its clock between phases and overruns by a few percent:
      * keep that inside the limit, and time to read the answer back */
-    rc.seconds = 0.97 * (limit_s(o) - (plan_wall_s() - started)) - 1;
+    rc.seconds = 0.97 * (limit_s(o) - (host_now_s() - started)) - 1;
     progress_report("milp", NAN, NAN);
     solved sv;
     solve_job job = {.cbc = &rc, .scale = 1.0 / m.obj_scale, .n_cols = m.lp.n_cols, .deadline = started + limit_s(o)};
@@ -822,7 +816,7 @@ static poet_status solve(const poet_problem *p, const milp_options *mo, const po
             extract(&m, x, &r->schedule);
             normalize(&r->schedule);
             r->status = optimal ? POET_PLAN_OPTIMAL : POET_PLAN_FEASIBLE;
-            r->found_seconds = sv.found_at > 0 ? sv.found_at : plan_wall_s();
+            r->found_seconds = sv.found_at > 0 ? sv.found_at : host_now_s();
         }
         if (x && poet_schedule_validate(p, &r->schedule, &why) && !strstr(why.msg, "placement-budget") &&
             have_start) {
@@ -868,7 +862,7 @@ static void smallest_budget(const poet_problem *p, const milp_options *mo, doubl
         cbc_recipe rc = {.l = &m.lp, .c = &c, .lb = m.lp.lb, .ub = m.lp.ub, .o = quiet_cbc(), .seconds = seconds,
                          .cutoff = INFINITY};
         solved sv;
-        double deadline = plan_wall_s() + 1.1 * seconds + 1;
+        double deadline = host_now_s() + 1.1 * seconds + 1;
         solve_apart(&(solve_job){.cbc = &rc, .n_cols = m.lp.n_cols, .deadline = deadline}, &sv);
         /* M is in units of the keep-all peak */
         double b = sv.bound / m.mem_scale;
@@ -890,7 +884,7 @@ static void solve_lp(const solve_job *job, solved *out)
     if (model_build(&m, job->lp_of, job->mo->paging, job->mo->remat, false, NULL)) return;
     csc c;
     /* the limit covers building the model too, and leaves a tenth for what follows */
-    double left = 0.9 * (job->deadline - plan_wall_s());
+    double left = 0.9 * (job->deadline - host_now_s());
     if (left > 0.1 && to_csc(&m.lp, &c)) {
         /* CLP directly: unlike CBC's driver, it stops at its time limit */
         Clp_Simplex *clp = Clp_newModel();
@@ -911,7 +905,7 @@ double milp_lp_bound(const poet_problem *p, const milp_options *mo, double secon
 {
     if (seconds <= 0) return NAN;
     solved sv;
-    solve_apart(&(solve_job){.lp_of = p, .mo = mo, .deadline = plan_wall_s() + seconds}, &sv);
+    solve_apart(&(solve_job){.lp_of = p, .mo = mo, .deadline = host_now_s() + seconds}, &sv);
     /* a margin for the LP's tolerances, so that the bound stays a bound */
     return sv.optimal ? sv.obj * (1 - 1e-7) : NAN;
 }
@@ -1465,7 +1459,7 @@ static double cover_solve(cover *c, double seconds, double target_j)
     double full = c->p->full_memory_energy_j, bound = NAN;
     if (seconds <= 0) return NAN;
     if (c->l.nnz <= GLPK_MAX_NNZ) {
-        double started = plan_wall_s(), obj;
+        double started = host_now_s(), obj;
         const lp *l = &c->l;
         small_mip sm = {l->n_cols, l->n_rows, l->nnz, l->obj, l->lb, l->ub, l->is_int, l->rlb, l->rub,
                         l->trow, l->tcol, l->tval};
@@ -1473,7 +1467,7 @@ static double cover_solve(cover *c, double seconds, double target_j)
         if (st == SMALL_MIP_INFEASIBLE) return INFINITY;
         if (st == SMALL_MIP_OPTIMAL) return cover_joules(c, obj);
         if (isfinite(obj)) bound = cover_joules(c, obj);
-        seconds -= plan_wall_s() - started;
+        seconds -= host_now_s() - started;
     }
     csc m;
     if (seconds <= 0 || !to_csc(&c->l, &m)) return bound;
@@ -1481,7 +1475,7 @@ static double cover_solve(cover *c, double seconds, double target_j)
     cbc_recipe rc = {.l = &c->l, .c = &m, .lb = c->l.lb, .ub = c->l.ub, .o = quiet_cbc(), .seconds = seconds,
                      .bound_only = true, .cutoff = cutoff};
     solved sv;
-    solve_apart(&(solve_job){.cbc = &rc, .n_cols = c->l.n_cols, .deadline = plan_wall_s() + 1.25 * seconds + 0.5},
+    solve_apart(&(solve_job){.cbc = &rc, .n_cols = c->l.n_cols, .deadline = host_now_s() + 1.25 * seconds + 0.5},
                 &sv);
     /* CBC's best possible objective bounds the optimum even when it ran out of time */
     if (sv.ended && !sv.infeasible && isfinite(sv.bound) && sv.bound >= 0 && sv.bound < 1e30)
@@ -1522,7 +1516,7 @@ static poet_status fit_placement(const poet_problem *p, const milp_options *mo, 
      * the smallest budget when that would go below it or found nothing */
     for (int attempt = 0; attempt < 4 && poet_schedule_validate(p, &r->schedule, &why); attempt++) {
         uint64_t arena = placed_arena_bytes(p, &r->schedule), floor_bytes = p->min_budget_bytes;
-        double left = limit_s(o) - (plan_wall_s() - started);
+        double left = limit_s(o) - (host_now_s() - started);
         if (!strstr(why.msg, "placement-budget") || arena <= p->budget_bytes || left < 1) break;
         uint64_t excess = arena - p->budget_bytes, at = tighter.budget_bytes;
         tighter.budget_bytes = at > floor_bytes + excess ? at - excess : floor_bytes + (at - floor_bytes) / 2;
@@ -1547,7 +1541,7 @@ static poet_status fit_placement(const poet_problem *p, const milp_options *mo, 
         poet_plan_result_free(r);
         memset(r, 0, sizeof *r);
         r->status = plan_best_baseline(p, mo->paging, mo->remat, &r->schedule) ? POET_PLAN_FEASIBLE : POET_PLAN_UNKNOWN;
-        r->found_seconds = plan_wall_s();
+        r->found_seconds = host_now_s();
         snprintf(r->note, sizeof r->note, "CBC's schedules did not place within the budget; %s",
                  r->schedule.T ? "reporting the best baseline" : "no baseline did either");
     }
@@ -1572,7 +1566,7 @@ void milp_explain_infeasible(const poet_problem *p, const milp_options *mo, doub
 poet_status milp_plan(const poet_problem *p, const milp_options *mo, const poet_plan_options *o,
                       poet_plan_result *r, poet_err *err)
 {
-    double started = plan_wall_s();
+    double started = host_now_s();
     poet_status st = solve(p, mo, o, r, err);
     if (st) return st;
     if (r->schedule.T) return fit_placement(p, mo, o, started, r, err);
@@ -1616,7 +1610,7 @@ static bool improve_window(const poet_problem *p, const model *m, const csc *c, 
                      .cutoff = INFINITY, .start = start_from(m, s)};
     solved sv;
     /* the window's share of the search's time: 1.25 times its limit (0.8 of what is left) */
-    double deadline = plan_wall_s() + 1.25 * seconds;
+    double deadline = host_now_s() + 1.25 * seconds;
     solve_apart(&(solve_job){.cbc = &rc, .n_cols = m->lp.n_cols, .deadline = deadline}, &sv);
     start_free(&rc.start);
     bool better = false;
@@ -1642,7 +1636,7 @@ static bool improve_window(const poet_problem *p, const model *m, const csc *c, 
 bool milp_improve(const poet_problem *p, const milp_options *mo, double seconds, double target_j, poet_schedule *s,
                   double *found_at)
 {
-    double deadline = plan_wall_s() + seconds;
+    double deadline = host_now_s() + seconds;
     poet_sim sim;
     if (seconds <= 0 || poet_simulate(p, s, &sim, NULL, NULL)) return false;
     double energy = sim.energy_j, start_j = energy;
@@ -1662,15 +1656,15 @@ bool milp_improve(const poet_problem *p, const milp_options *mo, double seconds,
     int width = forward < 12 ? forward : 12;
     /* sweep windows back and forth over the forward tensors until a whole
      * sweep changes nothing, the target is met or time runs out */
-    for (bool changed = true; changed && energy > target_j && plan_wall_s() < deadline;) {
+    for (bool changed = true; changed && energy > target_j && host_now_s() < deadline;) {
         changed = false;
         for (int lo = 0; lo < forward && energy > target_j; lo += width / 2) {
             /* CBC overruns its limit by a little, and by more on big models */
-            double left = 0.8 * (deadline - plan_wall_s()) - 0.003 * p->T;
+            double left = 0.8 * (deadline - host_now_s()) - 0.003 * p->T;
             if (left < 0.5) break;
             fx.lo = lo, fx.hi = lo + width;
             bool got = improve_window(p, &m, &c, &fx, left < 3 ? left : 3, s, &energy);
-            if (got) *found_at = plan_wall_s(), progress_report(NULL, energy, NAN);
+            if (got) *found_at = host_now_s(), progress_report(NULL, energy, NAN);
             changed = changed || got;
         }
     }

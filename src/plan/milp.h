@@ -9,9 +9,6 @@ typedef struct milp_options {
     const poet_schedule *start; /* a MIP start besides the best baseline, or NULL */
 } milp_options;
 
-/* Monotonic wall-clock seconds, for every planner's timing. */
-double plan_wall_s(void);
-
 /* The certified gap at which a planner stops (o->gap, or the default). */
 double plan_gap(const poet_plan_options *o);
 
@@ -49,7 +46,7 @@ void milp_explain_infeasible(const poet_problem *p, const milp_options *mo, doub
 /* Lowers the energy of the valid schedule s by re-solving the MILP over
  * windows of tensors with the rest of s fixed, for at most seconds or until
  * its energy is at most target_j; s stays valid, placement included.
- * Returns whether s improved, and *found_at is then the plan_wall_s() of
+ * Returns whether s improved, and *found_at is then the host_now_s() of
  * the last improvement. */
 bool milp_improve(const poet_problem *p, const milp_options *mo, double seconds, double target_j, poet_schedule *s,
                   double *found_at);

@@ -8,6 +8,7 @@
 #include "milp.h"
 #include "fates.h"
 #include "progress.h"
+#include "../host/clock.h"
 
 #define GREEDY_PLANNER(fn, mode)                                                                          \
     static poet_status fn(const poet_problem *p, const poet_plan_options *o, poet_plan_result *r, poet_err *err) \
@@ -97,7 +98,7 @@ static double fast_reserve(double limit) { return 0.03 * limit + 0.3; }
 static double time_left(const poet_plan_options *o, double started)
 {
     double limit = fast_limit(o);
-    return limit - fast_reserve(limit) - (plan_wall_s() - started);
+    return limit - fast_reserve(limit) - (host_now_s() - started);
 }
 
 /* On small graphs, the exact MILP started from the schedule found, in the
@@ -141,7 +142,7 @@ static poet_status polish(const poet_problem *p, const poet_plan_options *o, dou
     return POET_OK;
 }
 
-/* Keeps cand, found at the plan_wall_s() at, as *best when it is valid and
+/* Keeps cand, found at the host_now_s() at, as *best when it is valid and
  * cheaper; frees it otherwise. */
 static void keep_cheaper(const poet_problem *p, poet_schedule *cand, double at, poet_schedule *best, double *best_j,
                          double *found_at)
@@ -191,14 +192,14 @@ static void note_found_from(const poet_problem *p, const poet_plan_options *o, d
 {
     bool remat = !o->no_remat, paging = !o->no_paging;
     double left = time_left(o, started), quarter = 0.25 * fast_limit(o);
-    double deadline = plan_wall_s() + (left < quarter ? left : quarter);
+    double deadline = host_now_s() + (left < quarter ? left : quarter);
     uint64_t lo = p->budget_bytes, hi = p->keep_all_peak_bytes;
-    if (left <= 0 || hi <= lo || !found_within(p, remat, paging, hi, deadline - plan_wall_s())) return;
+    if (left <= 0 || hi <= lo || !found_within(p, remat, paging, hi, deadline - host_now_s())) return;
     uint64_t step = (hi - lo) / 64 + 1;
     /* each probe gets a share of the time left: six halvings reach the 64th, one more for slack */
-    for (int probes = 7; hi - lo > step && plan_wall_s() < deadline; probes = probes > 1 ? probes - 1 : 1) {
+    for (int probes = 7; hi - lo > step && host_now_s() < deadline; probes = probes > 1 ? probes - 1 : 1) {
         uint64_t mid = lo + (hi - lo) / 2;
-        if (found_within(p, remat, paging, mid, (deadline - plan_wall_s()) / probes)) hi = mid;
+        if (found_within(p, remat, paging, mid, (deadline - host_now_s()) / probes)) hi = mid;
         else lo = mid;
     }
     size_t n = strlen(r->note);
@@ -212,7 +213,7 @@ static void note_found_from(const poet_problem *p, const poet_plan_options *o, d
  * (large graphs) or over the whole (small ones), while the gap stays open. */
 static poet_status plan_fast(const poet_problem *p, const poet_plan_options *o, poet_plan_result *r, poet_err *err)
 {
-    double started = plan_wall_s(), limit = fast_limit(o);
+    double started = host_now_s(), limit = fast_limit(o);
     /* a schedule within this factor of the bound is good enough */
     double enough = 1 + (plan_gap(o) > OPTIMAL_GAP ? plan_gap(o) : OPTIMAL_GAP);
     bool remat = !o->no_remat, paging = !o->no_paging;
@@ -226,14 +227,14 @@ static poet_status plan_fast(const poet_problem *p, const poet_plan_options *o, 
     if (isfinite(cover) && cover > bound) bound = cover;
     progress_report("baselines", NAN, bound);
     if (plan_best_baseline(p, paging, remat, &cand))
-        keep_cheaper(p, &cand, plan_wall_s(), &best, &energy, &r->found_seconds);
+        keep_cheaper(p, &cand, host_now_s(), &best, &energy, &r->found_seconds);
     progress_report("fate search", energy, NAN);
-    double fates_from = plan_wall_s();
+    double fates_from = host_now_s();
     poet_status st = fates_plan(p, remat, paging, 0.4 * limit, bound * enough, &cand, &fates_at, err);
     /* what the fate search leaves of its share goes to the staged bound, the step likeliest to close the gap
      * after it (residual_5 of the random graphs on the m4 at 68%: its proof takes 1.6-2.0 s of the 2 s it had
      * with a 10 s limit, so the plan ended at a 0.1% or a 3.7% gap, one run or the next) */
-    double fates_left = 0.4 * limit - (plan_wall_s() - fates_from);
+    double fates_left = 0.4 * limit - (host_now_s() - fates_from);
     if (st) {
         if (isfinite(energy)) poet_schedule_free(&best);
         return st;
@@ -339,7 +340,7 @@ poet_status poet_plan(const char *planner, const poet_problem *p, const poet_pla
         return poet_fail(err, POET_ERR_INVALID, "planner '%s' takes neither --no-paging nor --no-remat", def->name);
     if (o->no_paging && o->no_remat)
         return poet_fail(err, POET_ERR_INVALID, "--no-paging and --no-remat together leave only keep-all");
-    double start = plan_wall_s();
+    double start = host_now_s();
     if (p->budget_bytes < p->min_budget_bytes) {
         r->status = POET_PLAN_INFEASIBLE;
         snprintf(r->note, sizeof r->note,
@@ -350,7 +351,7 @@ poet_status poet_plan(const char *planner, const poet_problem *p, const poet_pla
     progress_begin(def->name, o);
     poet_status st = def->plan(p, o, r, err);
     progress_end();
-    double end = plan_wall_s();
+    double end = host_now_s();
     r->solve_seconds = end - start;
     /* a planner that did not say when (0 or NAN) had it at its end */
     r->found_seconds = !r->schedule.T ? NAN : (r->found_seconds > 0 ? r->found_seconds : end) - start;

@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "milp.h"
+#include "../host/clock.h"
 
 /* The state shown: written by the planner, drawn by the ticker thread. */
 typedef struct shown {
@@ -43,7 +43,7 @@ static void draw(line *l, const char *end)
     if (isfinite(e) && isfinite(b) && b > 0) snprintf(gap, sizeof gap, "%.3f%%", e > b ? 100 * (e - b) / b : 0.0);
     pthread_mutex_lock(&l->lock);
     fprintf(stderr, "%s%s %7.1f s  %-14s best %s  bound %s  gap %s%s", l->tty ? "\r" : "", l->planner,
-            plan_wall_s() - l->start, phase, es, bs, gap, end);
+            host_now_s() - l->start, phase, es, bs, gap, end);
     fflush(stderr);
     pthread_mutex_unlock(&l->lock);
 }
@@ -51,11 +51,11 @@ static void draw(line *l, const char *end)
 static void *tick(void *arg)
 {
     line *l = arg;
-    double period = l->tty ? 0.5 : 10.0, next = plan_wall_s() + period;
+    double period = l->tty ? 0.5 : 10.0, next = host_now_s() + period;
     while (!l->done) {
         struct timespec nap = {0, 50 * 1000 * 1000};
         nanosleep(&nap, NULL);
-        if (plan_wall_s() >= next && !l->done) {
+        if (host_now_s() >= next && !l->done) {
             draw(l, l->tty ? "   " : "\n");
             next += period;
         }
@@ -73,7 +73,7 @@ void progress_begin(const char *planner, const poet_plan_options *o)
     l.sh.bound = -INFINITY;
     snprintf(l.sh.phase, sizeof l.sh.phase, "start");
     snprintf(l.planner, sizeof l.planner, "%s", planner);
-    l.tty = isatty(2) == 1, l.start = plan_wall_s();
+    l.tty = isatty(2) == 1, l.start = host_now_s();
     pthread_mutex_init(&l.lock, NULL);
     l.ticking = pthread_create(&l.ticker, NULL, tick, &l) == 0;
     current = &l;
@@ -86,7 +86,7 @@ void progress_end(void)
     l->done = true;
     if (l->ticking) pthread_join(l->ticker, NULL);
     /* a run too short to draw leaves no line; a longer one ends with its state */
-    if (plan_wall_s() - l->start >= (l->tty ? 0.5 : 10.0)) {
+    if (host_now_s() - l->start >= (l->tty ? 0.5 : 10.0)) {
         snprintf(l->sh.phase, sizeof l->sh.phase, "done");
         draw(l, "\n");
     }

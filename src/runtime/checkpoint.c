@@ -7,8 +7,8 @@
 
 #include "poet/file.h"
 #include "poet/runtime.h"
-#include "../core/checked.h"
-#include "../core/hash.h"
+#include "../base/checked.h"
+#include "../base/hash.h"
 
 static const char MAGIC[8] = {'P', 'O', 'E', 'T', 'C', 'K', 'P', 'T'};
 /* Version 2 records the data set's size and the optimizer, which a resumed

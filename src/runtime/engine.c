@@ -7,9 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/hash.h"
+#include "../base/hash.h"
 #include "dma.h"
-#include "util.h"
+#include "poet/runtime.h"
+#include "../host/clock.h"
 
 struct poet_engine {
     const poet_graph *g;
@@ -118,7 +119,7 @@ static poet_status setup(poet_engine *e, const poet_engine_config *cfg, poet_err
         return poet_fail(err, POET_ERR_NOMEM, "out of memory for %llu bytes of arena, weights and state",
                          (unsigned long long)need.total_bytes);
     if ((st = poet_dev_open(&e->dev, e->image, e->image_bytes, e->memory, (size_t)need.total_bytes, &e->transfers,
-                            rt_now_s, err)))
+                            host_now_s, err)))
         return st;
     e->stats.arena_bytes = need.arena_bytes;
     e->stats.persistent_bytes = need.persistent_bytes;

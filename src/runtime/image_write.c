@@ -7,9 +7,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../core/hash.h"
-#include "../core/image.h"
-#include "../core/kernels.h"
+#include "../base/hash.h"
+#include "../device/image.h"
+#include "../device/kernels.h"
 #include "poet/runtime.h"
 
 _Static_assert((int)KI_PAGEOUT == (int)POET_I_PAGEOUT && (int)KI_COMPUTE == (int)POET_I_COMPUTE &&

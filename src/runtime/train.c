@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 #include "poet/runtime.h"
-#include "util.h"
-#include "../core/checked.h"
+#include "poet/runtime.h"
+#include "../base/hash.h"
+#include "../host/clock.h"
+#include "../base/checked.h"
 
 typedef struct loop {
     poet_engine *e;
@@ -29,7 +31,7 @@ typedef struct loop {
 /* The generator behind SplitMix64: hash the state, then step it. */
 static uint64_t next_rand(uint64_t *s)
 {
-    uint64_t r = rt_mix64(*s);
+    uint64_t r = mix64(*s);
     *s += 0x9E3779B97F4A7C15ull;
     return r;
 }
@@ -49,9 +51,17 @@ void poet_train_order(uint64_t seed, long epoch, int n, int *order)
     }
 }
 
+void poet_train_gather(float *x, int32_t *y, int rows, uint64_t per, const float *xs, const int32_t *ys, const int *idx)
+{
+    for (int r = 0; r < rows; r++) {
+        memcpy(x + (size_t)r * per, xs + (size_t)idx[r] * per, (size_t)per * sizeof(float));
+        y[r] = ys[idx[r]];
+    }
+}
+
 static void gather(loop *l, const float *xs, const int32_t *ys, const int *idx)
 {
-    rt_gather_rows(l->x, l->y, l->rows, l->per, xs, ys, idx);
+    poet_train_gather(l->x, l->y, l->rows, l->per, xs, ys, idx);
 }
 
 /* The last batch is padded with its first example. */
@@ -70,7 +80,7 @@ poet_status poet_evaluate(poet_engine *e, const float *xs, const int32_t *ys, co
     for (int at = 0; !st && at < n; at += rows) {
         int m = n - at < rows ? n - at : rows;
         for (int r = 0; r < rows; r++) pick[r] = idx ? idx[at + (r < m ? r : 0)] : at + (r < m ? r : 0);
-        rt_gather_rows(x, y, rows, per, xs, ys, pick);
+        poet_train_gather(x, y, rows, per, xs, ys, pick);
         double bs;
         int c;
         st = poet_engine_eval(e, x, y, m, &bs, &c, err);
@@ -85,9 +95,9 @@ poet_status poet_evaluate(poet_engine *e, const float *xs, const int32_t *ys, co
 
 static poet_status evaluate(loop *l, double *loss, double *accuracy, poet_err *err)
 {
-    double t0 = rt_now_s();
+    double t0 = host_now_s();
     poet_status st = poet_evaluate(l->e, l->d->test_x, l->d->test_y, NULL, l->d->n_test, loss, accuracy, err);
-    l->eval_s += rt_now_s() - t0;
+    l->eval_s += host_now_s() - t0;
     return st;
 }
 
@@ -159,9 +169,9 @@ static poet_status run(loop *l, poet_train_report *r, poet_err *err)
         if (shuffled != epoch) poet_train_order(l->seed, epoch, l->d->n_train, l->order), shuffled = epoch;
         memcpy(l->idx, l->order + batch * l->rows, (size_t)l->rows * sizeof(int));
         gather(l, l->d->train_x, l->d->train_y, l->idx);
-        double t0 = rt_now_s();
+        double t0 = host_now_s();
         st = poet_engine_step(l->e, l->x, l->y, &p.loss, err);
-        l->step_s += rt_now_s() - t0;
+        l->step_s += host_now_s() - t0;
         if (st) return st;
         step++, batch++;
         loss_sum += p.loss, loss_n++;
@@ -200,12 +210,12 @@ poet_status poet_train(poet_engine *e, const poet_dataset *d, const poet_train_o
     l.idx = malloc((size_t)l.rows * sizeof *l.idx);
     l.x = malloc((size_t)l.rows * (size_t)l.per * sizeof *l.x);
     l.y = malloc((size_t)l.rows * sizeof *l.y);
-    double t0 = rt_now_s();
+    double t0 = host_now_s();
     if (!l.order || !l.idx || !l.x || !l.y)
         st = poet_fail(err, POET_ERR_NOMEM, "out of memory for a batch");
     else
         st = run(&l, r, err);
-    r->host_seconds = rt_now_s() - t0;
+    r->host_seconds = host_now_s() - t0;
     r->step_seconds = l.step_s;
     r->eval_seconds = l.eval_s;
     free(l.order), free(l.idx), free(l.x), free(l.y);

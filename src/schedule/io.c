@@ -7,7 +7,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "../common/json.h"
+#include "../host/json.h"
 #include "../cost/instance_json.h"
 #include "internal.h"
 

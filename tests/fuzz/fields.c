@@ -8,8 +8,8 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "../../src/core/image.h"
-#include "../../src/core/patch.h"
+#include "../../src/device/image.h"
+#include "../../src/device/patch.h"
 
 /* ---- little-endian fields and varints ---- */
 

@@ -19,7 +19,7 @@
 
 #include <string.h>
 
-#include "mathf.h"
+#include "../base/mathf.h"
 
 typedef ptrdiff_t idx; /* 32 bits on a microcontroller, 64 on the host */
 
@@ -723,7 +723,7 @@ static void global_avgpool_backward(const kernel_ctx *c)
  * recomputation and the backward regenerate it instead of storing it. */
 static float dropout_scale(const kernel_ctx *c, int node, idx i, float p)
 {
-    uint64_t h = rt_mix64(c->dropout_seed ^ rt_mix64((uint64_t)node) ^ ((uint64_t)i * 0xD1B54A32D192ED03ull));
+    uint64_t h = mix64(c->dropout_seed ^ mix64((uint64_t)node) ^ ((uint64_t)i * 0xD1B54A32D192ED03ull));
     float u = (float)(h >> 40) / 16777216.0f;
     return u < p ? 0.0f : 1.0f / (1.0f - p);
 }

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "poet/device.h"
-#include "util.h"
+#include "batches.h"
 
 typedef struct layer {
     int node;
@@ -197,10 +197,10 @@ static poet_status joint_step(void *ctx, const float *x, const int32_t *y, poet_
 
 poet_status poet_dress_train(poet_dress *t, const poet_dataset *d, poet_err *err)
 {
-    rt_batches b;
-    poet_status st = rt_batches_init(&b, t->e, d, "dress", err);
-    for (int ep = 0; ep < t->o.epochs && !st; ep++) st = rt_batches_epoch(&b, t->o.seed, ep, joint_step, t, err);
-    rt_batches_free(&b);
+    learn_batches b;
+    poet_status st = learn_batches_init(&b, t->e, d, "dress", err);
+    for (int ep = 0; ep < t->o.epochs && !st; ep++) st = learn_batches_epoch(&b, t->o.seed, ep, joint_step, t, err);
+    learn_batches_free(&b);
     return st;
 }
 

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "dev.h"
-#include "hash.h"
+#include "../base/hash.h"
 #include "kernels.h"
 #include "patch.h"
 

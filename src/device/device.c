@@ -6,13 +6,13 @@
 
 #include <string.h>
 
-#include "checked.h"
+#include "../base/checked.h"
 #include "dev.h"
-#include "hash.h"
+#include "../base/hash.h"
 #include "image.h"
 #include "kernels.h"
-#include "mathf.h"
-#include "../graph/ops.h"
+#include "../base/mathf.h"
+#include "../ops/ops.h"
 
 enum { ALIGN = 8 };
 
@@ -406,7 +406,7 @@ static poet_status compute(poet_dev *d, const kbuffer *bufs, const kinstr *in, b
     bool first = training && (in->flags & KI_FIRST);
     kernel_ctx c = {.nodes = d->nodes, .n = n, .out = tensor(d, bufs, in->node), .params = d->params + n->param_at,
                     .running = d->state + n->buffer_at, .batch_x = d->batch_x, .labels = d->labels,
-                    .dropout_seed = rt_mix64(d->h->seed ^ rt_mix64(d->step + 0x5eed)), .work = d->work,
+                    .dropout_seed = mix64(d->h->seed ^ mix64(d->step + 0x5eed)), .work = d->work,
                     .work_floats = (size_t)(d->h->workspace_bytes / 4), .training = training,
                     .channels = channel_lists(d)};
     /* side effects belong to a node's own stage, never to a recomputation */

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "dev.h"
-#include "hash.h"
+#include "../base/hash.h"
 
 #define STORE_MAGIC "POETMDL" /* and a NUL: 8 bytes */
 

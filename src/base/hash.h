@@ -42,4 +42,14 @@ static inline uint64_t le_get(const unsigned char *p, int bytes)
     return v;
 }
 
+/* SplitMix64 (Steele, Lea, Flood 2014): weights, dropout masks and shuffles
+ * follow from a seed and an index. */
+static inline uint64_t mix64(uint64_t z)
+{
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
 #endif

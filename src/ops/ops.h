@@ -3,7 +3,7 @@
 #ifndef POET_SRC_GRAPH_OPS_H
 #define POET_SRC_GRAPH_OPS_H
 
-#include "poet/graph.h"
+#include "poet/ops.h"
 
 typedef enum grad_rule {
     GRAD_NONE,      /* no gradient flows through (input) */

@@ -3,9 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/fileio.h"
-#include "../common/json.h"
-#include "device_json.h"
+#include "../host/fileio.h"
+#include "../host/json.h"
+#include "profile_json.h"
 #include "poet/cost.h"
 
 /* The constants of POET's poet/chipsets.py, as its reference instances print

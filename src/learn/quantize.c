@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "poet/device.h"
-#include "util.h"
+#include "batches.h"
 
 enum { T = POET_ALQ_MAX_TERMS };
 static const float B1 = 0.9f, B2 = 0.999f, EPS = 1e-8f;
@@ -450,8 +450,8 @@ void poet_quant_free(poet_quant *q)
 
 poet_status poet_quant_train(poet_quant *q, const poet_dataset *d, poet_err *err)
 {
-    rt_batches b;
-    poet_status st = rt_batches_init(&b, q->e, d, "quantize", err);
+    learn_batches b;
+    poet_status st = learn_batches_init(&b, q->e, d, "quantize", err);
     uint64_t weights, start_bits = sign_bits(q, &weights);
     q->basis_every = q->o.basis_every > 0 ? q->o.basis_every : 1 << 30;
     for (int ep = 0; ep < q->o.epochs && !st; ep++) {
@@ -460,9 +460,9 @@ poet_status poet_quant_train(poet_quant *q, const poet_dataset *d, poet_err *err
             double share = (double)ep / q->o.prune_epochs, goal = q->o.target_bits * (double)weights;
             st = prune_to(q, (uint64_t)((double)start_bits - share * ((double)start_bits - goal)), err);
         }
-        if (!st) st = rt_batches_epoch(&b, q->o.seed, ep, step, q, err);
+        if (!st) st = learn_batches_epoch(&b, q->o.seed, ep, step, q, err);
     }
-    rt_batches_free(&b);
+    learn_batches_free(&b);
     if (!st && q->o.method == POET_QUANT_ALQ && q->o.prune_epochs > 0)
         st = prune_to(q, (uint64_t)(q->o.target_bits * (double)weights), err);
     return st;

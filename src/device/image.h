@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "poet/graph.h"
+#include "poet/ops.h"
 
 #define POET_IMAGE_MAGIC "POETIMG"  /* and a NUL: 8 bytes */
 #define POET_IMAGE_VERSION 4u

@@ -1,6 +1,7 @@
-/* Deep partial updating, the server side (poet/update.h), and the patch
- * writer. One engine trains every phase: loading a model into it (weights,
- * buffers, zeroed optimizer state) is what "fresh optimizer state" means. */
+/* Deep partial updating, the server side (poet/update.h); the patches it
+ * sends are written by src/runtime/patch_write.c. One engine trains every
+ * phase: loading a model into it (weights, buffers, zeroed optimizer state)
+ * is what "fresh optimizer state" means. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdlib.h>
@@ -8,10 +9,7 @@
 
 #include "poet/update.h"
 
-#include "../core/dev.h"
-#include "../core/hash.h"
-#include "../core/patch.h"
-#include "util.h"
+#include "../base/hash.h"
 
 /* A weight (its index among the weights) and its score. */
 typedef struct ranked {
@@ -179,7 +177,7 @@ poet_status poet_update_accuracy(poet_update_server *s, const float *x, const in
 
 static uint64_t round_seed(const poet_update_server *s, uint64_t what)
 {
-    return rt_mix64(s->o.seed ^ rt_mix64((uint64_t)s->round * 8 + what));
+    return mix64(s->o.seed ^ mix64((uint64_t)s->round * 8 + what));
 }
 
 /* Epochs over train[0..n) from the model in the engine. With local, adds
@@ -200,7 +198,7 @@ static poet_status train_epochs(poet_update_server *s, const poet_dataset *d, co
         poet_train_order(seed, ep, n, s->perm);
         for (int b = 0; b + s->rows <= n && !st; b += s->rows) {
             for (int r = 0; r < s->rows; r++) s->idx[r] = train[s->perm[b + r]];
-            rt_gather_rows(s->x, s->y, s->rows, s->per, d->train_x, d->train_y, s->idx);
+            poet_train_gather(s->x, s->y, s->rows, s->per, d->train_x, d->train_y, s->idx);
             if (local) memcpy(s->before, poet_dev_weights(s->dev, &count), 4 * s->P);
             double loss;
             if ((st = poet_engine_step(s->e, s->x, s->y, &loss, err))) break;
@@ -259,7 +257,7 @@ static uint64_t pick(poet_update_server *s, poet_update_method m, const float *f
     if (n < I && m == POET_UPDATE_RANDOM) { /* the first n of a seeded shuffle */
         uint64_t r = round_seed(s, 3);
         for (uint64_t i = 0; i < n; i++) {
-            r = rt_mix64(r);
+            r = mix64(r);
             uint64_t j = i + r % (I - i);
             ranked t = s->order[i];
             s->order[i] = s->order[j], s->order[j] = t;
@@ -294,15 +292,7 @@ static void start_round(poet_update_server *s, int n_train, poet_update_report *
         memcpy(s->start, s->deployed, 4 * s->P), memcpy(s->start_state, s->deployed_state, 4 * s->S);
         return;
     }
-    /* a fresh initialization: what a device makes of the seed */
-    poet_dev *d = s->dev;
-    for (uint32_t v = 0; v < d->h->n_forward; v++) {
-        const knode *k = &d->nodes[v];
-        uint64_t nw = knode_weights(k), rng = kernel_init_stream(round_seed(s, 1), (int)v);
-        double bound = nw ? image_init_bound(d->nodes, (int)v) : 0;
-        for (uint64_t i = 0; i < k->params; i++)
-            s->start[k->param_at + i] = i < nw ? kernel_init_next(&rng, bound) : s->deployed[k->param_at + i];
-    }
+    poet_patch_init_weights(s->dev, round_seed(s, 1), s->deployed, s->start);
     memcpy(s->start_state, s->deployed_state, 4 * s->S);
 }
 
@@ -366,69 +356,3 @@ poet_status poet_update_round(poet_update_server *s, const poet_dataset *d, cons
 }
 
 /* ---- the patch writer ---- */
-
-static void put_f32(uint8_t *p, float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    le_put(p, u, 4);
-}
-
-poet_status poet_patch_make(const poet_dev *d, const poet_patch_spec *sp, uint8_t **out, size_t *len, poet_err *err)
-{
-    *out = NULL, *len = 0;
-    uint64_t P = d->h->n_params, S = d->h->n_state, I = poet_dev_update_weights(d, NULL), changed = 0;
-    for (uint64_t i = 0; i < I; i++) changed += sp->changed[i] != 0;
-    uint32_t layers = sp->rest == POET_PATCH_REST_INIT ? knode_weight_layers(d->nodes, d->h->n_forward) : 0;
-    unsigned bits = patch_index_bits(I);
-    int bitmap = patch_positions_bytes(1, I, changed, 0) < patch_positions_bytes(0, I, changed, bits);
-    uint64_t pos_bytes = patch_positions_bytes(bitmap, I, changed, bitmap ? 0 : bits);
-    uint64_t total = PATCH_HEADER_BYTES + 8ull * layers + pos_bytes + 4 * (changed + (P - I) + S) + 4;
-    uint8_t *p = calloc(1, total), *is_weight = malloc(P + 1);
-    if (!p || !is_weight) {
-        free(p), free(is_weight);
-        return poet_fail(err, POET_ERR_NOMEM, "out of memory for a patch");
-    }
-    poet_dev_update_weights(d, is_weight);
-    memcpy(p, POET_PATCH_MAGIC, 8);
-    le_put(p + PATCH_VERSION_AT, POET_PATCH_VERSION, 4);
-    le_put(p + PATCH_GRAPH_AT, d->h->graph_hash, 4);
-    le_put(p + PATCH_LENGTH_AT, total, 8);
-    le_put(p + PATCH_ROUND_AT, sp->round, 4);
-    p[PATCH_REST_AT] = (uint8_t)sp->rest, p[PATCH_BITMAP_AT] = (uint8_t)bitmap;
-    p[PATCH_INDEX_BITS_AT] = (uint8_t)(bitmap ? 0 : bits);
-    le_put(p + PATCH_SEED_AT, sp->rest == POET_PATCH_REST_INIT ? sp->seed : 0, 8);
-    le_put(p + PATCH_PARAMS_AT, P, 8), le_put(p + PATCH_WEIGHTS_AT, I, 8), le_put(p + PATCH_CHANGED_AT, changed, 8);
-    le_put(p + PATCH_LAYERS_AT, layers, 4), le_put(p + PATCH_STATE_AT, S, 4);
-    sha256_floats(sp->base, P, NULL, 0, p + PATCH_BASE_AT);
-    sha256_floats(sp->weights, P, sp->state, S, p + PATCH_RESULT_AT);
-    uint8_t *at = p + PATCH_HEADER_BYTES;
-    for (uint32_t v = 0, l = 0; v < d->h->n_forward && l < layers; v++)
-        if (knode_weights(&d->nodes[v])) {
-            double b = image_init_bound(d->nodes, (int)v);
-            uint64_t u;
-            memcpy(&u, &b, 8);
-            le_put(at + 8 * l++, u, 8);
-        }
-    at += 8ull * layers;
-    uint8_t *pos = at, *values = pos + pos_bytes, *dense = values + 4 * changed, *state = dense + 4 * (P - I);
-    for (uint64_t i = 0, w = 0, c = 0, n = 0; i < P; i++) {
-        if (!is_weight[i]) {
-            put_f32(dense + 4 * n++, sp->weights[i]);
-            continue;
-        }
-        if (sp->changed[w]) {
-            if (bitmap)
-                pos[w / 8] |= (uint8_t)(1u << (w % 8));
-            else
-                for (unsigned b = 0; b < bits; b++) pos[(c * bits + b) / 8] |= (uint8_t)((w >> b & 1) << ((c * bits + b) % 8));
-            put_f32(values + 4 * c++, sp->weights[i]);
-        }
-        w++;
-    }
-    for (uint64_t i = 0; i < S; i++) put_f32(state + 4 * i, sp->state[i]);
-    le_put(p + total - 4, crc32_update(0, p, total - 4), 4);
-    free(is_weight);
-    *out = p, *len = (size_t)total;
-    return POET_OK;
-}

@@ -2,7 +2,7 @@
  * in the original code) so that costs of zoo models equal the reference
  * instances'; docs/graph.md lists each formula and where it departs from an
  * exact count. */
-#include "../core/broadcast.h"
+#include "../base/broadcast.h"
 #include "ops.h"
 
 #include <string.h>

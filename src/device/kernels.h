@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "image.h"
+#include "../base/hash.h" /* mix64 */
 
 typedef struct kernel_ctx {
     const knode *nodes;                /* the graph */
@@ -45,15 +46,6 @@ bool kernel_run(const kernel_ctx *ctx);
 uint64_t kernel_workspace_min(const knode *nodes, int v);
 uint64_t kernel_workspace_for(const knode *nodes, int v, uint64_t positions);
 
-/* SplitMix64 (Steele, Lea, Flood 2014): weights, dropout masks and shuffles
- * follow from a seed and an index. */
-static inline uint64_t rt_mix64(uint64_t z)
-{
-    z += 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
 /* PyTorch's default initialization, U(-bound, bound) with bound =
  * 1/sqrt(fan_in), as a stream: node v's parameters take the successive
@@ -61,11 +53,11 @@ static inline uint64_t rt_mix64(uint64_t z)
  * computes the bound (a square root in double, which a device without a
  * double FPU would need libm for); a device that re-creates weights from a
  * seed is handed it (a patch carries it). */
-static inline uint64_t kernel_init_stream(uint64_t seed, int v) { return rt_mix64(seed ^ rt_mix64((uint64_t)v + 1)); }
+static inline uint64_t kernel_init_stream(uint64_t seed, int v) { return mix64(seed ^ mix64((uint64_t)v + 1)); }
 
 static inline float kernel_init_next(uint64_t *rng, double bound)
 {
-    *rng = rt_mix64(*rng);
+    *rng = mix64(*rng);
     return (float)(bound * (2.0 * (double)(*rng >> 11) / 9007199254740992.0 - 1.0));
 }
 
