@@ -8,13 +8,15 @@ set(POET_DEVICE_SOURCES src/device/device.c src/device/kernels.c src/device/patc
 # the device library: what a board links, with base's stdio-free poet_fail
 set(POET_DEVICE_LIBRARY_SOURCES ${POET_BASE_SOURCES} ${POET_OPS_SOURCES} ${POET_DEVICE_SOURCES} src/base/fail.c)
 
-set(POET_HOST_SOURCES src/host/fail_stdio.c src/host/clock.c src/host/fileio.c src/host/json.c src/host/storage.c)
+set(POET_HOST_SOURCES src/host/fail_stdio.c src/host/clock.c src/host/apart.c src/host/fileio.c src/host/json.c
+    src/host/storage.c)
 set(POET_GRAPH_SOURCES src/graph/graph.c src/graph/zoo.c src/graph/trainable.c)
 set(POET_COST_SOURCES src/cost/profile.c src/cost/instance.c src/cost/instance_io.c)
 set(POET_SCHEDULE_SOURCES src/schedule/problem.c src/schedule/schedule.c src/schedule/stages.c
     src/schedule/simulate.c src/schedule/validate.c src/schedule/program.c src/schedule/placement.c src/schedule/io.c)
-set(POET_PLAN_SOURCES src/plan/greedy.c src/plan/planners.c src/plan/milp.c src/plan/glpk_mip.c src/plan/sweep.c
-    src/plan/fates.c src/plan/progress.c)
+set(POET_PLAN_SOURCES src/plan/common.c src/plan/progress.c src/plan/greedy.c src/plan/lp.c src/plan/cbc.c
+    src/plan/glpk_mip.c src/plan/formulation.c src/plan/milp.c src/plan/cover.c src/plan/windows.c src/plan/fates.c
+    src/plan/fast.c src/plan/planners.c src/plan/sweep.c)
 set(POET_RUNTIME_SOURCES src/runtime/image_write.c src/runtime/patch_write.c src/runtime/dma.c src/runtime/engine.c
     src/runtime/checkpoint.c src/runtime/data.c src/runtime/train.c)
 set(POET_LEARN_SOURCES src/learn/dpu.c src/learn/dress.c src/learn/alq_fit.c src/learn/quantize.c)

@@ -1,22 +1,18 @@
-/* Internal: POET's MILP on CBC. */
+/* Internal: POET's MILP on CBC (milp.c), its covering bound (cover.c) and
+ * the exact MILP over windows (windows.c). */
 #ifndef POET_SRC_PLAN_MILP_H
 #define POET_SRC_PLAN_MILP_H
 
 #include "poet/plan.h"
+#include "common.h"
 
 typedef struct milp_options {
     bool paging, remat;
     const poet_schedule *start; /* a MIP start besides the best baseline, or NULL */
 } milp_options;
 
-/* The certified gap at which a planner stops (o->gap, or the default). */
-double plan_gap(const poet_plan_options *o);
-
 poet_status milp_plan(const poet_problem *p, const milp_options *mo, const poet_plan_options *o,
                       poet_plan_result *r, poet_err *err);
-
-/* The baseline schedule with the least energy that respects the variant. */
-bool plan_best_baseline(const poet_problem *p, bool paging, bool remat, poet_schedule *best);
 
 /* The optimum of the LP relaxation, less a margin for its tolerances: a
  * lower bound on the energy of every schedule; NAN when not solved within
