@@ -3,7 +3,7 @@
 # both read them, so a file moves in one place.
 set(POET_BASE_SOURCES src/base/status.c src/base/mathf.c src/base/hash.c)
 set(POET_OPS_SOURCES src/ops/ops.c)
-set(POET_DEVICE_SOURCES src/device/device.c src/device/kernels.c src/device/conv.c src/device/gemm.c
+set(POET_DEVICE_SOURCES src/device/image_check.c src/device/device.c src/device/optimizer.c src/device/kernels.c src/device/conv.c src/device/gemm.c
     src/device/norm.c src/device/linear.c src/device/pool.c src/device/elementwise.c src/device/movement.c
     src/device/softmax.c src/device/patch.c src/device/store.c src/device/sparse.c src/device/alq_product.c)
 # the device library: what a board links, with base's stdio-free poet_fail
@@ -21,7 +21,8 @@ set(POET_PLAN_SOURCES src/plan/common.c src/plan/progress.c src/plan/greedy.c sr
 set(POET_RUNTIME_SOURCES src/runtime/image_write.c src/runtime/patch_write.c src/runtime/dma.c src/runtime/engine.c
     src/runtime/checkpoint.c src/runtime/data.c src/runtime/train.c)
 set(POET_LEARN_SOURCES src/learn/dpu.c src/learn/dress.c src/learn/alq_fit.c src/learn/quantize.c)
-set(POET_ONNX_SOURCES src/onnx/import.c src/onnx/fold.c src/onnx/write.c)
+set(POET_ONNX_SOURCES src/onnx/import.c src/onnx/map_window.c src/onnx/map_linear.c src/onnx/map_elementwise.c
+    src/onnx/map_norm.c src/onnx/map_shape.c src/onnx/fold.c src/onnx/write.c)
 
 # the host library: every module, base's poet_fail replaced by the host's
 set(POET_LIBRARY_SOURCES ${POET_BASE_SOURCES} ${POET_OPS_SOURCES} ${POET_DEVICE_SOURCES} ${POET_HOST_SOURCES}

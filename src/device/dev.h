@@ -27,6 +27,16 @@ struct poet_dev {
     poet_dev_stats stats;
 };
 
+/* The image at img checked field by field (image_check.c): the CRC, every
+ * count, offset and shape, before anything runs. */
+poet_status image_check(const uint8_t *img, size_t len, poet_err *err);
+
+/* The channel_select nodes' lists of input channels (ratio:R), or NULL. */
+static inline const uint32_t *channel_lists(const poet_dev *d)
+{
+    return d->h->channels_at ? (const uint32_t *)(const void *)(d->image + d->h->channels_at) : NULL;
+}
+
 /* New weights (a patch, a saved model) make the optimizer state stale:
  * start it afresh. */
 static inline void dev_forget_optimizer(poet_dev *d)

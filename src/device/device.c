@@ -1,7 +1,7 @@
-/* The device library (poet/device.h): checks a device image, carves its
- * memory from the block handed over, and runs the schedule's instruction
- * stream, the kernels and the optimizer. Freestanding: the host's
- * `poet train` runs this same code. */
+/* The device library (poet/device.h): carves a checked image's memory
+ * (image_check.c checks it) from the block handed over, and runs the
+ * schedule's instruction stream and the kernels; the optimizer step is
+ * optimizer.c's. Freestanding: the host's `poet train` runs this same code. */
 #include "poet/device.h"
 
 #include <string.h>
@@ -11,253 +11,8 @@
 #include "../base/hash.h"
 #include "image.h"
 #include "kernels.h"
-#include "../base/mathf.h"
-#include "../ops/ops.h"
 
 enum { ALIGN = 8 };
-
-/* ---- the image, checked field by field ---- */
-
-static bool within(const img_header *h, uint64_t at, uint64_t count, uint64_t size)
-{
-    uint64_t end = h->image_bytes - 4; /* the CRC-32 */
-    return at % ALIGN == 0 && at >= h->header_bytes && at <= end && count <= (end - at) / (size ? size : 1);
-}
-
-static poet_status check_header(const uint8_t *img, size_t len, poet_err *err)
-{
-    if ((uintptr_t)img % ALIGN)
-        return poet_fail(err, POET_ERR_INVALID, "device image: must start at an 8-byte aligned address");
-    if (len < sizeof(img_header) + 4 || memcmp(img, POET_IMAGE_MAGIC, 8) != 0)
-        return poet_fail(err, POET_ERR_PARSE, "device image: not a poet device image");
-    const img_header *h = (const img_header *)(const void *)img;
-    if (h->version != POET_IMAGE_VERSION)
-        return poet_fail(err, POET_ERR_UNSUPPORTED, "device image: format %u; this poet reads format %u",
-                         (unsigned)h->version, (unsigned)POET_IMAGE_VERSION);
-    if (h->header_bytes != sizeof(img_header) || h->image_bytes != len)
-        return poet_fail(err, POET_ERR_PARSE, "device image: %zu bytes where its header says %llu (truncated?)", len,
-                         (unsigned long long)h->image_bytes);
-    if (crc32_update(0, img, len - 4) != le_get(img + len - 4, 4))
-        return poet_fail(err, POET_ERR_PARSE, "device image: checksum mismatch (corrupted)");
-    return POET_OK;
-}
-
-static bool valid_dims(const knode *n)
-{
-    uint64_t numel = 1;
-    if (n->ndim < 1 || n->ndim > POET_MAX_DIMS) return false;
-    for (int i = 0; i < n->ndim; i++) {
-        if (n->dim[i] <= 0) return false;
-        numel *= (uint64_t)n->dim[i];
-        if (numel > (1u << 30)) return false;
-    }
-    return numel == n->numel;
-}
-
-/* The registry's shape inference (src/graph/ops.c, the same the host
- * builds graphs with) run again on the node and its inputs: the kernels index
- * by these shapes, so a node whose recorded shape, parameters or buffers
- * differ from what its op infers is refused. */
-static void to_poet_node(const knode *k, poet_node *out)
-{
-    memset(out, 0, sizeof *out);
-    memcpy(out->name, "image node", 11);
-    out->op = (poet_op)k->op;
-    out->attrs = k->attrs;
-    out->shape.ndim = k->ndim;
-    for (int i = 0; i < k->ndim; i++) out->shape.dim[i] = k->dim[i];
-}
-
-static bool forward_shapes_ok(const knode *nodes, const knode *n)
-{
-    const op_def *def = op_get((poet_op)n->op);
-    if (!def || !def->infer || n->n_inputs < def->min_inputs || n->n_inputs > def->max_inputs) return false;
-    poet_node view[1 + POET_MAX_INPUTS];
-    for (int j = 0; j < n->n_inputs; j++) to_poet_node(&nodes[n->inputs[j]], &view[1 + j]);
-    to_poet_node(n, &view[0]);
-    view[0].n_inputs = n->n_inputs;
-    for (int j = 0; j < n->n_inputs; j++) view[0].inputs[j] = 1 + j;
-    view[0].shape = (poet_shape){0, {0}};
-    poet_graph g = {.nodes = view, .n_nodes = 1 + n->n_inputs};
-    if (def->infer(&g, &view[0], NULL)) return false;
-    const poet_node *v = &view[0];
-    bool same = v->shape.ndim == n->ndim && v->params == n->params && v->buffers == n->buffers &&
-                memcmp(&v->attrs, &n->attrs, sizeof v->attrs) == 0;
-    for (int i = 0; same && i < n->ndim; i++) same = v->shape.dim[i] == n->dim[i];
-    return same;
-}
-
-uint32_t image_reads_of(const poet_node *fwd, int wrt)
-{
-    unsigned m = op_reads(fwd, wrt);
-    return (op_get(fwd->op)->seeds_grad ? 0u : KR_DY) | (m & READ_IN0 ? KR_IN0 : 0u) | (m & READ_IN1 ? KR_IN1 : 0u) |
-           (m & READ_OUT ? KR_OUT : 0u) | (m & READ_MASK ? KR_MASK : 0u);
-}
-
-static bool grad_shapes_ok(const knode *nodes, const knode *n, int v)
-{
-    if (n->op == POET_OP_GRAD_SUM) {
-        for (int j = 0; j < n->n_inputs; j++)
-            if (nodes[n->inputs[j]].numel != n->numel) return false;
-        return n->n_inputs >= 2;
-    }
-    if (n->fwd < 0 || n->fwd >= v) return false;
-    const knode *f = &nodes[n->fwd];
-    if (f->op == POET_OP_GRAD || f->op == POET_OP_GRAD_SUM || f->op == POET_OP_INPUT) return false;
-    if (n->wrt < -1 || n->wrt >= f->n_inputs || n->param_at != f->param_at || n->params != f->params ||
-        n->buffer_at != f->buffer_at || n->buffers != f->buffers)
-        return false;
-    if (n->wrt >= 0 ? nodes[f->inputs[n->wrt]].numel != n->numel : f->params == 0) return false;
-    /* the inputs are what the registry says the gradient reads, in its order */
-    poet_node fv;
-    to_poet_node(f, &fv);
-    fv.n_inputs = f->n_inputs;
-    if (n->reads != image_reads_of(&fv, n->wrt)) return false;
-    int k = 0;
-    const int32_t want[5] = {-2, f->inputs[0], f->n_inputs > 1 ? f->inputs[1] : -3, n->fwd, n->fwd + 1};
-    poet_op next = (poet_op)nodes[n->fwd + 1].op;
-    if ((n->reads & KR_MASK) && !((f->op == POET_OP_RELU && next == POET_OP_RELU_MASK) ||
-                                  (f->op == POET_OP_MAXPOOL2D && next == POET_OP_POOL_INDEX) ||
-                                  ((f->op == POET_OP_CONV2D || f->op == POET_OP_LINEAR) && next == POET_OP_CHANNEL_SELECT)))
-        return false;
-    for (int b = 0; b < 5; b++) {
-        if (!(n->reads & (1u << b))) continue;
-        if (k >= n->n_inputs) return false;
-        int in = n->inputs[k++];
-        if (b == 0 ? nodes[in].numel != f->numel : in != want[b]) return false;
-    }
-    return k == n->n_inputs && (f->op == POET_OP_SOFTMAX_CE) == !(n->reads & KR_DY);
-}
-
-/* What is wrong with node v, or NULL. */
-static const char *node_problem(const img_header *h, const knode *nodes, uint32_t v)
-{
-    const knode *n = &nodes[v];
-    if (n->op >= POET_OP_COUNT) return "unknown op";
-    if (n->n_inputs > POET_MAX_INPUTS) return "too many inputs";
-    bool params_only = n->op == POET_OP_GRAD && n->wrt == -1; /* writes parameter gradients only */
-    if (params_only ? n->numel != 0 : !valid_dims(n)) return "shape";
-    for (int j = 0; j < n->n_inputs; j++)
-        if (n->inputs[j] < 0 || (uint32_t)n->inputs[j] >= v) return "an input is not an earlier node";
-    if ((uint64_t)n->param_at + n->params > h->n_params || (uint64_t)n->buffer_at + n->buffers > h->n_state)
-        return "parameters outside the image";
-    bool backward = n->op == POET_OP_GRAD || n->op == POET_OP_GRAD_SUM;
-    if (backward != (v >= h->n_forward)) return "out of place";
-    /* one input, one loss: the batch and the labels are sized for them */
-    if ((n->op == POET_OP_INPUT && v != h->input) || (n->op == POET_OP_SOFTMAX_CE && v != h->loss))
-        return "a second input or loss";
-    if (backward ? !grad_shapes_ok(nodes, n, (int)v) : !forward_shapes_ok(nodes, n)) return "shapes of its op";
-    if (backward ? n->op == POET_OP_GRAD && n->grad_at != nodes[n->fwd].grad_at
-                 : (uint64_t)n->grad_at + knode_trained(n) > h->n_trained)
-        return "gradients outside the image";
-    return NULL;
-}
-
-/* What is wrong with channel_select v (ratio:R), or NULL: it follows the
- * conv (not grouped) or linear layer whose weight gradient reads it, reads
- * that layer's input along its input-channel axis, and lists channels of
- * it in ascending order. */
-static const char *select_problem(const knode *nodes, const uint32_t *list, uint32_t v)
-{
-    const knode *n = &nodes[v], *layer = &nodes[v - 1];
-    bool conv = layer->op == POET_OP_CONV2D && layer->attrs.groups <= 1;
-    if (!(conv || layer->op == POET_OP_LINEAR) || !(layer->attrs.flags & POET_ATTR_COMPACT_READ) ||
-        n->inputs[0] != layer->inputs[0] || layer->attrs.end != n->attrs.features)
-        return "not after the layer it selects for";
-    const knode *x = &nodes[layer->inputs[0]];
-    if (n->attrs.axis != (conv ? 1 : x->ndim - 1)) return "not the layer's channel axis";
-    for (int32_t j = 0; j < n->attrs.features; j++) /* unsigned: an entry of 2^31 or more is no channel either */
-        if (list[n->attrs.start + j] >= (uint32_t)x->dim[n->attrs.axis] ||
-            (j && list[n->attrs.start + j] <= list[n->attrs.start + j - 1]))
-            return "its channels";
-    return NULL;
-}
-
-static poet_status check_channels(const uint8_t *img, const img_header *h, const knode *nodes, poet_err *err)
-{
-    uint64_t listed = knode_channels_listed(nodes, h->n_forward);
-    if (listed ? !within(h, h->channels_at, listed, 4) : h->channels_at != 0)
-        return poet_fail(err, POET_ERR_PARSE, "device image: malformed header (channel lists)");
-    const uint32_t *list = (const uint32_t *)(const void *)(img + h->channels_at);
-    for (uint32_t v = 0; v < h->n_forward; v++) {
-        const knode *n = &nodes[v];
-        bool partly = (n->op == POET_OP_CONV2D || n->op == POET_OP_LINEAR) && n->attrs.end; /* trains some channels */
-        const char *why = v && n->op == POET_OP_CHANNEL_SELECT                      ? select_problem(nodes, list, v)
-                          : partly && !knode_select_after(nodes, h->n_forward, v) ? "no channel_select after it"
-                                                                                  : NULL;
-        if (why) return poet_fail(err, POET_ERR_PARSE, "device image: node %u is malformed (%s)", (unsigned)v, why);
-    }
-    return POET_OK;
-}
-
-static poet_status check_nodes(const img_header *h, const knode *nodes, poet_err *err)
-{
-    for (uint32_t v = 0; v < h->n_nodes; v++) {
-        const char *why = node_problem(h, nodes, v);
-        if (why) return poet_fail(err, POET_ERR_PARSE, "device image: node %u is malformed (%s)", (unsigned)v, why);
-    }
-    const knode *in = &nodes[h->input], *loss = &nodes[h->loss], *logits = &nodes[loss->inputs[0]];
-    if (in->op != POET_OP_INPUT || loss->op != POET_OP_SOFTMAX_CE || in->numel != h->batch_numel ||
-        (int64_t)h->rows != logits->dim[0] || (int64_t)h->classes != logits->dim[1])
-        return poet_fail(err, POET_ERR_PARSE, "device image: its input or loss node is malformed");
-    return POET_OK;
-}
-
-static poet_status check_program(const uint8_t *img, const img_header *h, const kprogram *pg, const char *what,
-                                 poet_err *err)
-{
-    if (!within(h, pg->instr_at, pg->n_instr, sizeof(kinstr)) || !within(h, pg->buffers_at, pg->n_buffers, sizeof(kbuffer)))
-        return poet_fail(err, POET_ERR_PARSE, "device image: the %s program lies outside the image", what);
-    const kinstr *code = (const kinstr *)(const void *)(img + pg->instr_at);
-    const kbuffer *buf = (const kbuffer *)(const void *)(img + pg->buffers_at);
-    const knode *nodes = (const knode *)(const void *)(img + h->nodes_at);
-    for (uint32_t b = 0; b < pg->n_buffers; b++) /* floats: a Cortex-M faults on an unaligned one */
-        if (buf[b].offset > pg->arena_bytes || buf[b].bytes > pg->arena_bytes - buf[b].offset || buf[b].offset % 4)
-            return poet_fail(err, POET_ERR_PARSE, "device image: %s buffer %u lies outside the arena or is not "
-                                                  "4-byte aligned", what, (unsigned)b);
-    for (uint32_t k = 0; k < pg->n_instr; k++) {
-        const kinstr *in = &code[k];
-        if (in->op > KI_WAIT || (in->op != KI_WAIT && (in->node >= h->n_nodes || in->buffer >= pg->n_buffers ||
-                                                               buf[in->buffer].bytes != 4ull * nodes[in->node].numel)))
-            return poet_fail(err, POET_ERR_PARSE, "device image: %s instruction %u is malformed", what, (unsigned)k);
-    }
-    return POET_OK;
-}
-
-static poet_status check_body(const uint8_t *img, const img_header *h, poet_err *err)
-{
-    const char *bad = NULL;
-    if (h->n_nodes < 2 || h->n_nodes > 65535 || h->n_forward > h->n_nodes || h->loss >= h->n_forward ||
-        h->input >= h->n_forward)
-        bad = "node counts";
-    else if (h->n_trained > h->n_params)
-        bad = "trained parameter count";
-    else if (h->rows == 0 || h->classes == 0)
-        bad = "batch shape";
-    else if (h->optimizer > KOPT_ADAM || !(h->lr >= 0 && h->lr <= 10))
-        bad = "optimizer";
-    else if (h->eval.arena_bytes > h->train.arena_bytes)
-        bad = "arena sizes";
-    else if (!within(h, h->nodes_at, h->n_nodes, sizeof(knode)) || !within(h, h->slots_at, h->n_nodes, 8) ||
-             !within(h, h->params_at, h->n_params, 4) || !within(h, h->state_at, h->n_state, 4) ||
-             !within(h, h->schedule_at, h->schedule_bytes, 1))
-        bad = "section bounds";
-    if (bad) return poet_fail(err, POET_ERR_PARSE, "device image: malformed header (%s)", bad);
-    const knode *nodes = (const knode *)(const void *)(img + h->nodes_at);
-    const uint64_t *slots = (const uint64_t *)(const void *)(img + h->slots_at);
-    poet_status st = check_nodes(h, nodes, err);
-    if (!st) st = check_channels(img, h, nodes, err);
-    for (uint32_t v = 0; !st && v < h->n_nodes; v++)
-        if (slots[v] != UINT64_MAX && (slots[v] > h->storage_bytes || 4ull * nodes[v].numel > h->storage_bytes - slots[v]))
-            st = poet_fail(err, POET_ERR_PARSE, "device image: the storage slot of node %u is malformed", (unsigned)v);
-    for (uint32_t v = 0; !st && v < h->n_nodes; v++)
-        if (4 * kernel_workspace_min(nodes, (int)v) > h->workspace_bytes)
-            st = poet_fail(err, POET_ERR_PARSE, "device image: node %u needs more workspace than the image gives",
-                           (unsigned)v);
-    if (!st) st = check_program(img, h, &h->train, "training", err);
-    if (!st) st = check_program(img, h, &h->eval, "inference", err);
-    return st;
-}
 
 /* ---- memory ---- */
 
@@ -302,8 +57,7 @@ uint64_t poet_dev_image_length(const void *image)
 poet_status poet_dev_inspect(const void *image, size_t image_bytes, poet_dev_memory *need, poet_err *err)
 {
     const uint8_t *img = image;
-    poet_status st = check_header(img, image_bytes, err);
-    if (!st) st = check_body(img, (const img_header *)image, err);
+    poet_status st = image_check(img, image_bytes, err);
     if (st) return st;
     const img_header *h = image;
     layout L;
@@ -324,7 +78,7 @@ poet_status poet_dev_open(poet_dev **out, const void *image, size_t image_bytes,
                           const poet_dev_storage *storage, double (*clock)(void), poet_err *err)
 {
     *out = NULL;
-    poet_dev_memory need;
+    poet_dev_memory need = {0};
     poet_status st = poet_dev_inspect(image, image_bytes, &need, err);
     if (st) return st;
     if ((uintptr_t)memory % ALIGN)
@@ -391,11 +145,6 @@ static float *tensor(const poet_dev *d, const kbuffer *bufs, int node)
 static void touch(poet_dev *d, const kbuffer *b)
 {
     if (b->bytes && b->offset + b->bytes > d->stats.arena_peak_bytes) d->stats.arena_peak_bytes = b->offset + b->bytes;
-}
-
-static const uint32_t *channel_lists(const poet_dev *d)
-{
-    return d->h->channels_at ? (const uint32_t *)(const void *)(d->image + d->h->channels_at) : NULL;
 }
 
 static double now(const poet_dev *d) { return d->clock ? d->clock() : 0.0; }
@@ -553,81 +302,6 @@ static poet_status load_batch(poet_dev *d, const float *x, const int32_t *labels
     return POET_OK;
 }
 
-/* b^e by squaring: the same bits on every platform, unlike pow(). */
-static double pow_uint(double b, uint64_t e)
-{
-    double r = 1.0;
-    for (; e; e >>= 1, b *= b)
-        if (e & 1) r *= b;
-    return r;
-}
-
-/* Parameter p, whose gradient and optimizer state are at g. */
-static inline void optimizer_update_one(poet_dev *d, uint64_t p, uint64_t g, float lr, float c1, float c2)
-{
-    const img_header *h = d->h;
-    float grad = d->grads[g] + h->weight_decay * d->params[p];
-    if (h->optimizer == KOPT_SGD) {
-        /* without momentum no state carries over, as in PyTorch: 0 x a non-finite old value would poison every
-         * later step (the same bits otherwise: 0 x m + g is g) */
-        d->opt_m[g] = h->momentum != 0 ? h->momentum * d->opt_m[g] + grad : grad;
-        d->params[p] -= lr * d->opt_m[g];
-    } else {
-        d->opt_m[g] = h->beta1 * d->opt_m[g] + (1 - h->beta1) * grad;
-        d->opt_v[g] = h->beta2 * d->opt_v[g] + (1 - h->beta2) * grad * grad;
-        d->params[p] -= lr * (d->opt_m[g] / c1) / (poet_sqrtf(d->opt_v[g] / c2) + h->eps);
-    }
-}
-
-/* Parameters outside the train mask keep their value and their optimizer
- * state. Without a mask the loop tests no bit: on a 32-bit core the test
- * costs more than the update. */
-static void optimizer_update_range(poet_dev *d, uint64_t p, uint64_t g, uint64_t count, float lr, float c1,
-                                   float c2)
-{
-    const uint8_t *mask = d->train_mask;
-    if (!mask)
-        for (uint64_t i = 0; i < count; i++) optimizer_update_one(d, p + i, g + i, lr, c1, c2);
-    else
-        for (uint64_t i = 0; i < count; i++)
-            if (mask[(p + i) / 8] >> ((p + i) % 8) & 1) optimizer_update_one(d, p + i, g + i, lr, c1, c2);
-}
-
-/* A layer whose weight gradient reads a channel_select (ratio:R): only the
- * weights that read its channels train and have gradients and optimizer
- * state; the others keep their value, even under weight decay. */
-static void optimizer_update_selected(poet_dev *d, const knode *n, const knode *sel, float lr, float c1, float c2)
-{
-    uint64_t rows = (uint64_t)n->attrs.features, cols = knode_weights(n) / rows;
-    uint64_t block = poet_channel_block((poet_op)n->op, &n->attrs);
-    const uint32_t *list = channel_lists(d) + sel->attrs.start;
-    uint64_t kept = (uint64_t)sel->attrs.features;
-    for (uint64_t f = 0; f < rows; f++)
-        for (uint64_t j = 0; j < kept; j++) /* the gradients hold only these, row by row */
-            optimizer_update_range(d, n->param_at + f * cols + list[j] * block, n->grad_at + (f * kept + j) * block,
-                                   block, lr, c1, c2);
-}
-
-/* Frozen tensors have neither gradients nor optimizer state. */
-static void optimizer_update(poet_dev *d)
-{
-    const img_header *h = d->h;
-    float c1 = (float)(1.0 - pow_uint(h->beta1, d->step + 1)), c2 = (float)(1.0 - pow_uint(h->beta2, d->step + 1));
-    for (uint32_t v = 0; v < h->n_forward; v++) {
-        const knode *n = &d->nodes[v];
-        uint64_t w, b, tw, tb;
-        poet_param_split((poet_op)n->op, &n->attrs, n->params, &w, &b);
-        poet_param_trained_split((poet_op)n->op, &n->attrs, n->params, &tw, &tb);
-        float lw = d->rates ? d->rates[2 * v] : h->lr, lb = d->rates ? d->rates[2 * v + 1] : h->lr;
-        const knode *sel = knode_select_after(d->nodes, h->n_forward, v);
-        if (sel && tw)
-            optimizer_update_selected(d, n, sel, lw, c1, c2);
-        else
-            optimizer_update_range(d, n->param_at, n->grad_at, tw, lw, c1, c2);
-        optimizer_update_range(d, n->param_at + w, n->grad_at + tw, tb, lb, c1, c2);
-    }
-}
-
 poet_status poet_dev_gradient(poet_dev *d, const float *x, const int32_t *labels, float *loss, poet_err *err)
 {
     poet_status st = load_batch(d, x, labels, err);
@@ -646,13 +320,6 @@ poet_status poet_dev_gradient(poet_dev *d, const float *x, const int32_t *labels
     memcpy(d->state, d->state_next, 4 * d->h->n_state);
     *loss = l;
     return POET_OK;
-}
-
-void poet_dev_update(poet_dev *d)
-{
-    optimizer_update(d);
-    d->step++;
-    d->stats.steps++;
 }
 
 poet_status poet_dev_step(poet_dev *d, const float *x, const int32_t *labels, float *loss, poet_err *err)
@@ -734,62 +401,6 @@ const float *poet_dev_state(const poet_dev *d, uint64_t *count)
 {
     *count = d->h->n_state;
     return d->state;
-}
-
-void poet_dev_set_train_mask(poet_dev *d, const uint8_t *mask) { d->train_mask = mask; }
-
-void poet_dev_set_rates(poet_dev *d, const float *rates) { d->rates = rates; }
-
-uint32_t poet_dev_forward_nodes(const poet_dev *d) { return d->h->n_forward; }
-
-poet_status poet_dev_step_attending(poet_dev *d, const float *x, const int32_t *labels, const uint32_t *rows_kept,
-                                    uint32_t count, uint8_t *mask, float *loss, poet_err *err)
-{
-    poet_status st = poet_dev_gradient(d, x, labels, loss, err);
-    for (uint32_t i = 0; i < count && !st; i++)
-        st = poet_dev_keep_rows(d, (int)rows_kept[2 * i], rows_kept[2 * i + 1], mask, err);
-    if (st) return st;
-    poet_dev_set_train_mask(d, mask);
-    poet_dev_update(d);
-    return POET_OK;
-}
-
-static void put_bit(uint8_t *mask, uint64_t i, bool on)
-{
-    mask[i / 8] = (uint8_t)(on ? mask[i / 8] | 1u << (i % 8) : mask[i / 8] & ~(1u << (i % 8)));
-}
-
-static double row_norm(const float *g, uint64_t per)
-{
-    double s = 0;
-    for (uint64_t i = 0; i < per; i++) s += (double)g[i] * g[i];
-    return s;
-}
-
-poet_status poet_dev_keep_rows(poet_dev *d, int node, uint32_t keep, uint8_t *mask, poet_err *err)
-{
-    if (node < 0 || (uint32_t)node >= d->h->n_forward)
-        return poet_fail(err, POET_ERR_INVALID, "keep rows: node %d is not a forward node", node);
-    const knode *n = &d->nodes[node];
-    uint64_t w, b, tw, tb, rows = n->attrs.features > 0 ? (uint64_t)n->attrs.features : 0;
-    poet_param_split((poet_op)n->op, &n->attrs, n->params, &w, &b);
-    poet_param_trained_split((poet_op)n->op, &n->attrs, n->params, &tw, &tb);
-    if ((n->op != POET_OP_CONV2D && n->op != POET_OP_LINEAR) || !rows || !tw)
-        return poet_fail(err, POET_ERR_INVALID, "keep rows: node %d has no trained rows of weights", node);
-    uint64_t per = w / rows, trained = tw / rows; /* a row's weights, and those of them with gradients */
-    const float *g = d->grads + n->grad_at;
-    for (uint64_t r = 0; r < rows; r++) { /* a rank by counting: no scratch, rows are few on a device */
-        double mine = row_norm(g + r * trained, trained);
-        uint64_t above = 0;
-        for (uint64_t u = 0; u < rows && above < keep; u++) {
-            double other = u == r ? mine : row_norm(g + u * trained, trained);
-            above += other > mine || (other == mine && u < r);
-        }
-        bool on = above < keep;
-        for (uint64_t i = n->param_at + r * per; i < n->param_at + (r + 1) * per; i++) put_bit(mask, i, on);
-        if (tb) put_bit(mask, n->param_at + w + r, on);
-    }
-    return POET_OK;
 }
 
 const poet_dev_stats *poet_dev_get_stats(const poet_dev *d) { return &d->stats; }

@@ -1,0 +1,79 @@
+/* Internal to the ONNX importer: its state, and the helpers the op
+ * families share (import.c: names, values, poet nodes and weights, the
+ * graph; map_*.c: each family's ops). */
+#ifndef POET_SRC_ONNX_IMPORTER_H
+#define POET_SRC_ONNX_IMPORTER_H
+
+#include "internal.h"
+
+typedef struct importer {
+    const Onnx__GraphProto *gp;
+    int opset;
+    poet_onnx_model *m;
+    value *vals;
+    int n_vals, cap_vals;
+    int *slot; /* open-addressing index into vals by name */
+    int slots;
+    int *uses; /* per value: consumers in the graph, graph outputs included */
+    bool *skip; /* ONNX nodes a pattern already mapped */
+    uint64_t cap_params, cap_buffers;
+    int cap_bind;
+    int batch, folded;
+    const char *loss_output; /* the output the loss reads */
+    poet_err *err;
+} importer;
+
+poet_status map_conv(importer *im, const Onnx__NodeProto *np);
+poet_status map_pool(importer *im, const Onnx__NodeProto *np, bool max);
+poet_status map_pad(importer *im, const Onnx__NodeProto *np);
+poet_status map_gemm(importer *im, const Onnx__NodeProto *np);
+poet_status add_pair(importer *im, const Onnx__NodeProto *np, poet_op op, const value *a, const value *b);
+poet_status map_matmul(importer *im, const Onnx__NodeProto *np, int at);
+const value *trained_tensor(const importer *im, const value *v);
+poet_status map_binary(importer *im, const Onnx__NodeProto *np, poet_op op);
+poet_status map_prelu(importer *im, const Onnx__NodeProto *np);
+poet_status map_unary(importer *im, const Onnx__NodeProto *np, poet_op op, const poet_attrs *a);
+poet_status map_clip(importer *im, const Onnx__NodeProto *np);
+bool ends_output(const importer *im, const Onnx__NodeProto *np);
+poet_status map_output_softmax(importer *im, const Onnx__NodeProto *np);
+poet_status map_softmax(importer *im, const Onnx__NodeProto *np);
+poet_status map_dropout(importer *im, const Onnx__NodeProto *np);
+poet_status map_batchnorm(importer *im, const Onnx__NodeProto *np);
+poet_status map_layernorm(importer *im, const Onnx__NodeProto *np);
+poet_status map_instancenorm(importer *im, const Onnx__NodeProto *np);
+poet_status map_layernorm_pattern(importer *im, const Onnx__NodeProto *np, int at);
+poet_status reshape_to(importer *im, const Onnx__NodeProto *np, int x, const int64_t *dims, int ndim);
+poet_status map_reshape(importer *im, const Onnx__NodeProto *np);
+poet_status map_flatten(importer *im, const Onnx__NodeProto *np);
+poet_status map_squeeze(importer *im, const Onnx__NodeProto *np);
+poet_status map_transpose(importer *im, const Onnx__NodeProto *np);
+poet_status map_concat(importer *im, const Onnx__NodeProto *np);
+poet_status map_split(importer *im, const Onnx__NodeProto *np);
+poet_status map_slice(importer *im, const Onnx__NodeProto *np);
+poet_status map_gather(importer *im, const Onnx__NodeProto *np);
+poet_status map_resize(importer *im, const Onnx__NodeProto *np);
+int find(const importer *im, const char *name);
+poet_status refuse(importer *im, const Onnx__NodeProto *np, const char *what);
+const char *input_name(const Onnx__NodeProto *np, int j);
+bool padded(const int32_t pad[4]);
+const value *viewed_input(importer *im, const Onnx__NodeProto *np, int j, bool required);
+const value *input_value(importer *im, const Onnx__NodeProto *np, int j, bool required);
+int activation(importer *im, const Onnx__NodeProto *np, int j);
+const tensor *known(importer *im, const Onnx__NodeProto *np, int j, bool required);
+const value *known_value(importer *im, const Onnx__NodeProto *np, int j);
+int add_node(importer *im, poet_op op, const int *inputs, int n_inputs, const poet_attrs *a, const char *out);
+int add_step(importer *im, const Onnx__NodeProto *np, poet_op op, int x, const poet_attrs *a, const char *suffix);
+poet_status name_output(importer *im, const Onnx__NodeProto *np, int k, int v);
+poet_status emit(importer *im, const Onnx__NodeProto *np, poet_op op, const int *inputs, int n_inputs,
+                        const poet_attrs *a);
+poet_status fill(importer *im, const value *src, bool buffer, uint64_t offset, int64_t rows, int64_t cols);
+int64_t prod(const int64_t *d, int n);
+const poet_shape *shape_of(const importer *im, int node);
+onnx_shape value_shape(const importer *im, const value *v);
+poet_status name_view(importer *im, const Onnx__NodeProto *np, int k, int v, const view *w);
+int shaped_activation(importer *im, const Onnx__NodeProto *np, int j, onnx_shape *s);
+int padded_activation(importer *im, const Onnx__NodeProto *np, int j, int32_t pad[4]);
+
+/* each family's ops */
+
+#endif
