@@ -52,7 +52,7 @@ static void flush(void)
     used = 0;
 }
 
-/* ---- the reference loops: the sums of src/core/kernels.c, written plainly ---- */
+/* ---- the reference loops: the sums of the kernels in src/device/, written plainly ---- */
 
 static void ref_forward(const shape *s)
 {

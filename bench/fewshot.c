@@ -253,16 +253,16 @@ static bool start_planned(rig *r, const poet_graph *g, const char *planner, bool
 {
     memset(r, 0, sizeof *r);
     poet_err err = {0};
-    poet_device dev;
+    poet_profile dev;
     poet_plan_options o = {.threads = 1, .quiet = true, .deterministic = true, .time_limit_s = 10};
-    bool ok = !poet_device_find("m4", &dev, &err) && !poet_instance_from_graph(g, &dev, &r->inst, &err) &&
+    bool ok = !poet_profile_find("m4", &dev, &err) && !poet_instance_from_graph(g, &dev, &r->inst, &err) &&
               !poet_problem_init(&r->p, &r->inst, 0, 1.5, &err);
     if (ok) r->p.budget_bytes = smallest ? r->p.min_budget_bytes : r->p.keep_all_peak_bytes;
     ok = ok && !poet_plan(planner, &r->p, &o, &r->plan, &err);
     ok = ok && (r->plan.status == POET_PLAN_OPTIMAL || r->plan.status == POET_PLAN_FEASIBLE);
     ok = ok && !poet_simulate(&r->p, &r->plan.schedule, &r->sim, NULL, &err);
     poet_engine_config cfg = {g, &r->p, &r->plan.schedule, NULL, {POET_OPT_SGD, 0, 0, 0, 0, 0, 0}, 1, 0, theta, NULL};
-    ok = ok && !poet_engine_init(&r->e, &cfg, &err);
+    ok = ok && !poet_engine_new(&r->e, &cfg, &err);
     if (!ok) fprintf(stderr, "fewshot: %s: %s\n", g->model, err.msg[0] ? err.msg : "no schedule");
     return r->ok = ok;
 }
@@ -351,13 +351,13 @@ static uint64_t peak_of(const model *m, const arm *a, int rows)
     char path[64], spec[80];
     poet_err err = {0};
     poet_graph g;
-    poet_device dev;
+    poet_profile dev;
     poet_instance inst;
     poet_instance_stats st = {0};
     if (!write_mask(m, a, path)) return 0;
     snprintf(spec, sizeof spec, "mask:%s+frozen-bn", path);
     bool ok = !poet_zoo_build(model_name, rows, &g, &err) && !poet_graph_set_trainable(&g, spec, &err) &&
-              !poet_device_find("m4", &dev, &err) && !poet_instance_from_graph(&g, &dev, &inst, &err) &&
+              !poet_profile_find("m4", &dev, &err) && !poet_instance_from_graph(&g, &dev, &inst, &err) &&
               !poet_instance_stats_compute(&inst, &st, &err);
     unlink(path);
     if (ok) poet_instance_free(&inst), poet_graph_free(&g);

@@ -169,7 +169,7 @@ static const struct {
 } KINDS[] = {{"residual", residual}, {"branch", branch}, {"attention", attention}, {"unet", unet}, {"dag", dag}};
 
 /* One model of the kind, differentiated and costed on dev. */
-static poet_status draw(const char *kind, int (*build)(poet_graph *g), unsigned long long seed, const poet_device *dev,
+static poet_status draw(const char *kind, int (*build)(poet_graph *g), unsigned long long seed, const poet_profile *dev,
                         poet_instance *out, poet_err *err)
 {
     char model[64];
@@ -203,9 +203,9 @@ int main(int argc, char **argv)
     }
     rng_state = seed * 0x2545f4914f6cdd1dull + (uint64_t)kind;
     poet_err err = {0};
-    poet_device dev;
+    poet_profile dev;
     poet_instance inst = {0};
-    if (poet_device_find(argv[3], &dev, &err)) goto fail;
+    if (poet_profile_find(argv[3], &dev, &err)) goto fail;
     /* drawn again (the generator's state runs on) until it has 10-60 nodes */
     while (inst.T < 10 || inst.T > 60) {
         poet_instance_free(&inst);

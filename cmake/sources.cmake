@@ -21,7 +21,7 @@ set(POET_PLAN_SOURCES src/plan/common.c src/plan/progress.c src/plan/greedy.c sr
 set(POET_RUNTIME_SOURCES src/runtime/image_write.c src/runtime/patch_write.c src/runtime/dma.c src/runtime/engine.c
     src/runtime/checkpoint.c src/runtime/data.c src/runtime/train.c)
 set(POET_LEARN_SOURCES src/learn/dpu.c src/learn/dress.c src/learn/alq_fit.c src/learn/quantize.c)
-set(POET_ONNX_SOURCES src/onnx/import.c src/onnx/map_window.c src/onnx/map_linear.c src/onnx/map_elementwise.c
+set(POET_ONNX_SOURCES src/onnx/import.c src/onnx/values.c src/onnx/map_window.c src/onnx/map_linear.c src/onnx/map_elementwise.c
     src/onnx/map_norm.c src/onnx/map_shape.c src/onnx/fold.c src/onnx/write.c)
 
 # the host library: every module, base's poet_fail replaced by the host's

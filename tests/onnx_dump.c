@@ -40,9 +40,9 @@ static bool start(rig *r, poet_onnx_model *m, poet_optimizer opt)
 {
     memset(r, 0, sizeof *r);
     poet_err err = {0};
-    poet_device dev;
+    poet_profile dev;
     const poet_graph *g = poet_onnx_graph(m);
-    if (poet_device_find("m4", &dev, &err) || poet_instance_from_graph(g, &dev, &r->inst, &err) ||
+    if (poet_profile_find("m4", &dev, &err) || poet_instance_from_graph(g, &dev, &r->inst, &err) ||
         poet_problem_init(&r->p, &r->inst, 0, 1e6, &err))
         return fail("graph", &err), false;
     /* room to place it: the arena's placement can need more than the peak (a DenseNet-like concat chain) */
@@ -52,7 +52,7 @@ static bool start(rig *r, poet_onnx_model *m, poet_optimizer opt)
     uint64_t n;
     poet_engine_config cfg = {g, &r->p, &r->plan.schedule, NULL, opt, 1, 0, poet_onnx_params(m, &n),
                               poet_onnx_buffers(m, &n)};
-    if (poet_engine_init(&r->e, &cfg, &err)) return fail("engine", &err), false;
+    if (poet_engine_new(&r->e, &cfg, &err)) return fail("engine", &err), false;
     return r->ok = true;
 }
 

@@ -28,8 +28,8 @@ static inline void rig_start_from(rig *r, const poet_graph *g, const char *plann
 {
     memset(r, 0, sizeof *r);
     poet_err err = {0};
-    poet_device dev;
-    if (poet_device_find("m4", &dev, &err) || poet_instance_from_graph(g, &dev, &r->inst, &err) ||
+    poet_profile dev;
+    if (poet_profile_find("m4", &dev, &err) || poet_instance_from_graph(g, &dev, &r->inst, &err) ||
         poet_problem_init(&r->p, &r->inst, 0, 1e6, &err)) {
         fprintf(stderr, "rig: %s\n", err.msg);
         return;
@@ -44,7 +44,7 @@ static inline void rig_start_from(rig *r, const poet_graph *g, const char *plann
     if (r->plan.status != POET_PLAN_OPTIMAL && r->plan.status != POET_PLAN_FEASIBLE) return;
     if (poet_simulate(&r->p, &r->plan.schedule, &r->sim, NULL, &err)) return;
     poet_engine_config cfg = {g, &r->p, &r->plan.schedule, storage, opt, seed, 0, params, NULL};
-    if (poet_engine_init(&r->e, &cfg, &err)) {
+    if (poet_engine_new(&r->e, &cfg, &err)) {
         fprintf(stderr, "rig: engine: %s\n", err.msg);
         return;
     }

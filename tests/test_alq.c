@@ -220,7 +220,7 @@ static void test_frozen_backbone(const poet_dataset *d, const poet_graph *g)
     rig_start(&r, &part, "keep-all", 0, NULL, poet_optimizer_default(POET_OPT_ADAM), 8);
     poet_engine_free(r.e);
     poet_engine_config cfg = {&part, &r.p, &r.plan.schedule, NULL, poet_optimizer_default(POET_OPT_ADAM), 8, 0, params, NULL};
-    CHECK(poet_engine_init(&r.e, &cfg, &err) == POET_OK);
+    CHECK(poet_engine_new(&r.e, &cfg, &err) == POET_OK);
     poet_train_options to = {.epochs = 2};
     poet_train_report rep;
     CHECK_MSG(poet_train(r.e, d, &to, &rep, &err) == POET_OK, "%s", err.msg);

@@ -10,9 +10,9 @@
 
 static void test_cost_arithmetic(void)
 {
-    poet_device m4;
+    poet_profile m4;
     poet_err err = {0};
-    CHECK(poet_device_find("m4", &m4, &err) == POET_OK);
+    CHECK(poet_profile_find("m4", &m4, &err) == POET_OK);
     /* POET's own figures for the MLP's input layer (3136 bytes) on m4 */
     CHECK(poet_cost_pagein_j(&m4, 3136) == 0.0002601393400425863);
     CHECK(poet_cost_pageout_j(&m4, 3136) == 0.00027037108108108113);
@@ -20,7 +20,7 @@ static void test_cost_arithmetic(void)
     CHECK(poet_cost_compute_j(&m4, 15710) == 2.7085704517868204e-05);
     CHECK(poet_cost_compute_time_s(&m4, 15710) == 0.002466282826874655);
     CHECK(poet_cost_pagein_s(&m4, 0) == m4.pagein_latency_s);
-    for (int i = 0; i < poet_device_count(); i++) CHECK(poet_device_validate(poet_device_builtin(i), &err) == 0);
+    for (int i = 0; i < poet_profile_count(); i++) CHECK(poet_profile_validate(poet_profile_builtin(i), &err) == 0);
 }
 
 static const char GOOD_DEVICE[] =
@@ -30,15 +30,15 @@ static const char GOOD_DEVICE[] =
 
 static poet_status parse_device(const char *text, poet_err *err)
 {
-    poet_device d;
-    return poet_device_parse_json(text, strlen(text), &d, err);
+    poet_profile d;
+    return poet_profile_parse_json(text, strlen(text), &d, err);
 }
 
 static void test_device_files(void)
 {
-    poet_device d;
+    poet_profile d;
     poet_err err = {0};
-    CHECK(poet_device_parse_json(GOOD_DEVICE, strlen(GOOD_DEVICE), &d, &err) == POET_OK);
+    CHECK(poet_profile_parse_json(GOOD_DEVICE, strlen(GOOD_DEVICE), &d, &err) == POET_OK);
     CHECK(strcmp(d.name, "board") == 0 && d.bytes_per_element == 4 && d.pageout_bytes_per_s == 5e6);
 
     struct {
@@ -76,18 +76,18 @@ static void test_device_files(void)
         CHECK_MSG(parse_device(text, &err) != POET_OK, "%s", text);
         CHECK_MSG(strstr(err.msg, edits[i].expect) != NULL, "%s -> '%s'", text, err.msg);
     }
-    CHECK(poet_device_find("z80", &d, &err) == POET_ERR_NOT_FOUND && strstr(err.msg, "z80"));
-    CHECK(poet_device_find("/nonexistent/dev.json", &d, &err) == POET_ERR_IO);
+    CHECK(poet_profile_find("z80", &d, &err) == POET_ERR_NOT_FOUND && strstr(err.msg, "z80"));
+    CHECK(poet_profile_find("/nonexistent/dev.json", &d, &err) == POET_ERR_IO);
 
     char path[] = "/tmp/poet-test-deviceXXXXXX";
     int fd = mkstemp(path);
     CHECK(fd >= 0 && write(fd, GOOD_DEVICE, strlen(GOOD_DEVICE)) == (ssize_t)strlen(GOOD_DEVICE));
     close(fd);
-    CHECK(poet_device_find(path, &d, &err) == POET_OK && strcmp(d.name, "board") == 0);
+    CHECK(poet_profile_find(path, &d, &err) == POET_OK && strcmp(d.name, "board") == 0);
     unlink(path);
 }
 
-static bool devices_equal(const poet_device *a, const poet_device *b)
+static bool devices_equal(const poet_profile *a, const poet_profile *b)
 {
     return !strcmp(a->name, b->name) && !strcmp(a->description, b->description) && a->flops_per_s == b->flops_per_s &&
            a->flops_per_j == b->flops_per_j && a->pagein_latency_s == b->pagein_latency_s &&
@@ -142,7 +142,7 @@ static void test_round_trips(void)
         poet_graph g;
         poet_instance inst;
         CHECK(poet_zoo_build(name, 0, &g, &err) == POET_OK);
-        CHECK(poet_instance_from_graph(&g, poet_device_builtin(i % poet_device_count()), &inst, &err) == POET_OK);
+        CHECK(poet_instance_from_graph(&g, poet_profile_builtin(i % poet_profile_count()), &inst, &err) == POET_OK);
         round_trip(&inst);
         poet_instance_free(&inst);
         poet_graph_free(&g);

@@ -47,7 +47,7 @@ static int run_all(void)
     poet_plan_result r;
     int rc = 1;
     if (poet_zoo_build("resnet_small", 2, &g, &err)) return 1;
-    if (poet_instance_from_graph(&g, poet_device_builtin(1), &inst, &err)) goto graph;
+    if (poet_instance_from_graph(&g, poet_profile_builtin(1), &inst, &err)) goto graph;
     char *text = poet_instance_to_json(&inst);
     if (!text) goto inst;
     poet_status st = poet_instance_parse_json(text, strlen(text), &back, &err);
@@ -101,7 +101,7 @@ static int run_milp(void)
     memset(&inst, 0, sizeof inst);
     inst.T = 5;
     inst.n_edges = 5;
-    inst.device = *poet_device_builtin(1);
+    inst.device = *poet_profile_builtin(1);
     inst.nodes = __real_calloc(5, sizeof *inst.nodes);
     inst.edges = __real_calloc(5, sizeof *inst.edges);
     for (int i = 0; i < 5; i++) {
@@ -139,13 +139,13 @@ static int run_runtime(void)
     poet_engine *e = NULL;
     int rc = 1;
     if (poet_zoo_build("cnn_digits", 2, &g, &err)) return 1;
-    if (poet_instance_from_graph(&g, poet_device_builtin(1), &inst, &err)) goto graph;
+    if (poet_instance_from_graph(&g, poet_profile_builtin(1), &inst, &err)) goto graph;
     if (poet_problem_init(&p, &inst, 0, 1.5, &err)) goto inst;
     p.budget_bytes = p.keep_all_peak_bytes / 2;
     poet_plan_options o = {.quiet = true};
     if (poet_plan("paging", &p, &o, &r, &err)) goto problem;
     poet_engine_config cfg = {&g, &p, &r.schedule, NULL, poet_optimizer_default(POET_OPT_ADAM), 1, 0, NULL, NULL};
-    if (r.status != POET_PLAN_FEASIBLE || poet_engine_init(&e, &cfg, &err)) goto result;
+    if (r.status != POET_PLAN_FEASIBLE || poet_engine_new(&e, &cfg, &err)) goto result;
     float x[2 * 64] = {0};
     int32_t y[2] = {1, 2};
     double loss;
@@ -181,14 +181,14 @@ static int run_compact(void)
     poet_engine *e = NULL;
     int rc = 1;
     if (poet_zoo_build("mlp_digits", 32, &g, &err)) return 1;
-    if (poet_instance_from_graph(&g, poet_device_builtin(1), &inst, &err)) goto graph;
+    if (poet_instance_from_graph(&g, poet_profile_builtin(1), &inst, &err)) goto graph;
     if (poet_problem_init(&p, &inst, 0, 1.5, &err)) goto inst;
     p.budget_bytes = p.keep_all_peak_bytes;
     poet_plan_options o = {.quiet = true};
     if (poet_plan("keep-all", &p, &o, &r, &err)) goto problem;
     poet_engine_config cfg = {&g, &p, &r.schedule, NULL, poet_optimizer_default(POET_OPT_ADAM), 1, 0, NULL, NULL};
     bool planned = r.status == POET_PLAN_OPTIMAL || r.status == POET_PLAN_FEASIBLE;
-    if (!planned || poet_engine_init(&e, &cfg, &err)) goto result;
+    if (!planned || poet_engine_new(&e, &cfg, &err)) goto result;
     poet_dress *d = NULL;
     poet_dress_options dopt = {.n_levels = 2, .sparsity_bp = {0, 5000}, .epochs = 1};
     double loss, acc;

@@ -80,10 +80,10 @@ static void test_graph_follows(void)
     CHECK(biases.n_nodes - biases.n_forward <= full.n_nodes - full.n_forward);
     /* the keep-all peak follows: what is not read backward is not kept */
     poet_err err = {0};
-    poet_device dev;
+    poet_profile dev;
     poet_instance a, b;
     poet_instance_stats sa, sb;
-    CHECK(!poet_device_find("m4", &dev, &err) && !poet_instance_from_graph(&full, &dev, &a, &err) &&
+    CHECK(!poet_profile_find("m4", &dev, &err) && !poet_instance_from_graph(&full, &dev, &a, &err) &&
           !poet_instance_from_graph(&last, &dev, &b, &err) && !poet_instance_stats_compute(&a, &sa, &err) &&
           !poet_instance_stats_compute(&b, &sb, &err));
     CHECK_MSG(sb.keep_all_peak_bytes < sa.keep_all_peak_bytes / 2, "last:1 peak %llu, all %llu",

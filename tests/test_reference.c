@@ -72,10 +72,10 @@ static int layer_index(const char *name) { return atoi(name + strlen("layer")); 
 static void check_zoo_matches(const char *model, const char *platform, const cJSON *doc)
 {
     poet_graph g;
-    poet_device dev;
+    poet_profile dev;
     poet_instance inst;
     poet_err err = {0};
-    CHECK(poet_device_find(platform, &dev, &err) == POET_OK);
+    CHECK(poet_profile_find(platform, &dev, &err) == POET_OK);
     CHECK(poet_zoo_build(model, 1, &g, &err) == POET_OK);
     CHECK(poet_instance_from_graph(&g, &dev, &inst, &err) == POET_OK);
     int matched = 0;

@@ -10,9 +10,9 @@
 
 /* A device where one byte pages in for 1 J and out for 2 J, a FLOP costs
  * 1 s and 1 J, so that expected figures are easy to state. */
-static poet_device unit_device(void)
+static poet_profile unit_device(void)
 {
-    poet_device d;
+    poet_profile d;
     memset(&d, 0, sizeof d);
     snprintf(d.name, sizeof d.name, "unit");
     d.flops_per_s = d.flops_per_j = 1;

@@ -24,7 +24,7 @@ def mix64(z):
 
 
 def dropout_scale(seed, step, node, n, p):
-    """poet's dropout mask (src/core/kernels.c), rebuilt from its definition."""
+    """poet's dropout mask (src/device/elementwise.c), rebuilt from its definition."""
     s = mix64(seed ^ mix64((step + 0x5EED) & MASK64))
     base = s ^ mix64(node)
     out = []

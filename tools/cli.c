@@ -156,7 +156,7 @@ bool parse_budget(const char *s, uint64_t keep_all, uint64_t *out)
 
 int resolve_budget(const char *cmd, const char *text, const poet_problem *p, int optimizer_slots, uint64_t *out)
 {
-    const poet_device *d = &p->inst->device;
+    const poet_profile *d = &p->inst->device;
     if (!text || strcmp(text, "ram") != 0) {
         if (parse_budget(text, p->keep_all_peak_bytes, out)) return 0;
         return usage_error(cmd, "--budget must be bytes (like 200000, 64KiB, 1.5MB), a percentage like 50%, or ram; got",
@@ -179,7 +179,7 @@ int resolve_budget(const char *cmd, const char *text, const poet_problem *p, int
 
 void warn_ram(const poet_problem *p, const poet_sim *sim, int optimizer_slots)
 {
-    const poet_device *d = &p->inst->device;
+    const poet_profile *d = &p->inst->device;
     uint64_t arena_bytes = sim->placed_peak_bytes;
     if (d->flash_bytes && sim->paged_out_bytes > d->flash_bytes)
         fprintf(stderr, "poet: warning: the schedule pages out %llu B, more than %s's %llu B of flash\n",
@@ -285,11 +285,11 @@ int load_instances(const char *cmd, const graph_src *src, poet_instance *inst, c
     int b = 0;
     if (src->batch && !parse_int(src->batch, 1, 65536, &b))
         return usage_error(cmd, "--batch must be 1 to 65536, got", src->batch);
-    poet_device dev;
+    poet_profile dev;
     poet_graph zoo;
     poet_onnx_model *m = NULL;
     const poet_graph *g = NULL;
-    if (poet_device_find(src->device, &dev, &err)) return lib_error(&err);
+    if (poet_profile_find(src->device, &dev, &err)) return lib_error(&err);
     int rc = load_graph(cmd, src->model, src->onnx, src->train, b, &zoo, &m, &g);
     if (rc) return rc;
     poet_status st = poet_instance_from_graph(g, &dev, inst, &err);
@@ -310,3 +310,14 @@ int load_instance(const char *cmd, const graph_src *src, poet_instance *inst)
     return load_instances(cmd, src, inst, NULL);
 }
 
+/* The options of the listing commands: --json and --help. Returns -1 when
+ * the command should go on, else the exit code. */
+int list_opts(const char *cmd, const char *help_text, int argc, char **argv, bool *json)
+{
+    bool help = false;
+    opt opts[] = {{"--json", false, NULL, json}, {NULL, false, NULL, NULL}};
+    int rc = parse_opts(cmd, argc, argv, opts, &help);
+    if (rc) return rc;
+    if (help) return fputs(help_text, stdout), 0;
+    return -1;
+}

@@ -57,6 +57,9 @@ extern bool opt_output_file;
 #define OUTPUT_OPT(name, var) {name, true, &(var), &opt_output_file}
 
 int parse_opts(const char *cmd, int argc, char **argv, opt *opts, bool *help);
+/* The options of the listing commands: --json and --help. Returns -1 when
+ * the command should go on, else the exit code. */
+int list_opts(const char *cmd, const char *help_text, int argc, char **argv, bool *json);
 
 /* Where a graph comes from: a zoo model or an ONNX file (with a device and
  * a batch), or a graph file. */
@@ -99,6 +102,17 @@ typedef struct weight_format {
  * refused with one (they have no layers). */
 int load_instances(const char *cmd, const graph_src *src, poet_instance *inst, const weight_format *wf);
 
+/* The commands, one file each (cmd_NAME.c): argc and argv after the command
+ * name; the exit code. */
+int cmd_models(int argc, char **argv);
+int cmd_devices(int argc, char **argv);
+int cmd_planners(int argc, char **argv);
+int cmd_graph(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
+int cmd_simulate(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+int cmd_encode(int argc, char **argv);
+int cmd_decode(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);
 int cmd_export(int argc, char **argv);

@@ -84,9 +84,9 @@ static int plan_now(const char *cmd, session *s, const train_opts *t, const trai
 int session_plan(const char *cmd, session *s, const train_opts *t, const train_values *v)
 {
     poet_err err = {0};
-    poet_device dev;
+    poet_profile dev;
     memset(s, 0, sizeof *s);
-    if (poet_device_find(t->device, &dev, &err)) return lib_error(&err);
+    if (poet_profile_find(t->device, &dev, &err)) return lib_error(&err);
     int rc = load_graph(cmd, t->model, t->onnx, t->train, v->batch, &s->zoo, &s->onnx, &s->g);
     if (rc) return rc;
     if (poet_instance_from_graph(s->g, &dev, &s->inst, &err)) return lib_error(&err);
@@ -118,4 +118,33 @@ const float *session_buffers(const session *s)
 {
     uint64_t n;
     return s->onnx ? poet_onnx_buffers(s->onnx, &n) : NULL;
+}
+
+bool parse_chunk(const char *s, uint32_t *out)
+{
+    int v = DEVICE_CHUNK;
+    if (s && !parse_int(s, 0, 1 << 20, &v)) return false;
+    *out = (uint32_t)v;
+    return true;
+}
+
+int export_image(const session *s, const train_values *v, uint32_t chunk, uint8_t **img, size_t *len,
+                 poet_dev_memory *need)
+{
+    poet_export_options o = {v->opt, v->seed, chunk, session_params(s), session_buffers(s)};
+    poet_err err = {0};
+    if (poet_export_image(s->g, &s->p, &s->plan.schedule, &o, img, len, &err) ||
+        poet_dev_inspect(*img, *len, need, &err))
+        return lib_error(&err);
+    return 0;
+}
+
+void add_memory_json(cJSON *o, const poet_dev_memory *m)
+{
+    cJSON_AddNumberToObject(o, "arena_bytes", (double)m->arena_bytes);
+    cJSON_AddNumberToObject(o, "persistent_bytes", (double)m->persistent_bytes);
+    cJSON_AddNumberToObject(o, "workspace_bytes", (double)m->workspace_bytes);
+    cJSON_AddNumberToObject(o, "control_bytes", (double)m->control_bytes);
+    cJSON_AddNumberToObject(o, "memory_bytes", (double)m->total_bytes);
+    cJSON_AddNumberToObject(o, "storage_bytes", (double)m->storage_bytes);
 }

@@ -52,4 +52,14 @@ const float *session_params(const session *s);
 const float *session_buffers(const session *s);
 void session_free(session *s);
 
+/* ---- the device image, shared by export and emulate ---- */
+enum { DEVICE_CHUNK = 16 }; /* output positions: 4.5-6 instructions per multiply-add on the M4 (BENCHMARKS.md) */
+/* --chunk N: output positions per im2col chunk, 0 for whole images (NULL: DEVICE_CHUNK). */
+bool parse_chunk(const char *s, uint32_t *out);
+/* The device image of a planned session, and the memory it needs on the device. */
+int export_image(const session *s, const train_values *v, uint32_t chunk, uint8_t **img, size_t *len,
+                 poet_dev_memory *need);
+/* The memory fields of a device image's needs, into a JSON object. */
+void add_memory_json(cJSON *o, const poet_dev_memory *m);
+
 #endif

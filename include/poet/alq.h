@@ -9,9 +9,10 @@
  * et al., "Adaptive Loss-aware Quantization for Multi-bit Networks" (CVPR
  * 2020), implemented from its description.
  *
- * The first part is the device's: the packed format and the product that
- * reads it, freestanding (no allocation, no stdio, no libm). The second is
- * the host's: the group arithmetic ALQ trains with, and the trainer. */
+ * This header is the device's: the packed format and the product that
+ * reads it, freestanding (no allocation, no stdio, no libm). The group
+ * arithmetic ALQ trains with, and the trainer, are the host's
+ * (poet/quantize.h). */
 #ifndef POET_ALQ_H
 #define POET_ALQ_H
 
@@ -58,35 +59,6 @@ void poet_alq_forward(const poet_alq_layer *l, const float *x, uint32_t batch, f
 
 /* The dense weights the layer stands for (rows x cols). */
 void poet_alq_dequantize(const poet_alq_layer *l, float *w);
-
-/* ---- ALQ's group arithmetic (host) ----
- * A group of n weights with I terms: alpha[I], codes[j x I + i] = b_i[j]
- * in {-1, +1}. */
-
-/* Weighted least squares: the scales minimizing sum_j h_j (t_j -
- * sum_i alpha_i codes[j][i])^2 (h NULL: all 1). Codes that repeat a term
- * (or its negation) make the system singular; those terms get scale 0 and
- * the call returns false. */
-bool poet_alq_refit(const int8_t *codes, uint32_t n, uint32_t I, const float *t, const float *h, double *alpha);
-
-/* Greedy residual binarization with a least-squares refit of every scale
- * after each new term: I terms for the n weights w. Scales come out
- * positive (a term whose scale the refit makes negative is negated), and
- * zero where the residual vanished before the I-th term. Returns the terms
- * used (at most I). */
-uint32_t poet_alq_init_group(const float *w, uint32_t n, uint32_t I, int8_t *codes, double *alpha);
-
-/* For each target t_j, the code in {-1,+1}^I whose value sum_i alpha_i
- * c_i is nearest (ties to the smaller value): 2^I candidates sorted once,
- * then a binary search per weight. scratch: 2^I doubles and 2^I uint8_t. */
-void poet_alq_nearest_codes(const double *alpha, uint32_t I, const float *t, uint32_t n, int8_t *codes,
-                            double *scratch_values, uint8_t *scratch_masks);
-
-/* The `count` entries of dl (a coordinate's modelled loss increase if
- * removed) that are smallest, ties to the lower index: marks them in
- * remove[] (1) and returns how many it marked (count, or n if smaller).
- * order: n scratch. */
-uint64_t poet_alq_pick_prune(const double *dl, uint64_t n, uint64_t count, uint8_t *remove, uint64_t *order);
 
 #ifdef __cplusplus
 }

@@ -18,7 +18,7 @@ extern "C" {
 #define POET_MAX_ITERATION_COST 1e15 /* seconds, or joules, of one training iteration: all nodes together */
 
 /* A device, in POET's cost model: compute from FLOPs, paging from bytes. */
-typedef struct poet_device {
+typedef struct poet_profile {
     char name[POET_NAME_BYTES];
     char description[160];
     double flops_per_s;         /* POET: FLOPS */
@@ -32,22 +32,22 @@ typedef struct poet_device {
     int bytes_per_element;
     uint64_t ram_bytes;         /* the device's RAM; 0: not stated */
     uint64_t flash_bytes;       /* storage for paging; 0: not stated */
-} poet_device;
+} poet_profile;
 
-int poet_device_count(void);
-const poet_device *poet_device_builtin(int i);
+int poet_profile_count(void);
+const poet_profile *poet_profile_builtin(int i);
 /* A built-in name, or a path to a JSON profile (docs/devices.md). */
-poet_status poet_device_find(const char *name_or_path, poet_device *out, poet_err *err);
-poet_status poet_device_parse_json(const char *text, size_t len, poet_device *out, poet_err *err);
-poet_status poet_device_validate(const poet_device *d, poet_err *err);
+poet_status poet_profile_find(const char *name_or_path, poet_profile *out, poet_err *err);
+poet_status poet_profile_parse_json(const char *text, size_t len, poet_profile *out, poet_err *err);
+poet_status poet_profile_validate(const poet_profile *d, poet_err *err);
 
 /* Cost of one node on a device, exactly as POET computes it. */
-double poet_cost_compute_time_s(const poet_device *d, double flops);
-double poet_cost_compute_j(const poet_device *d, double flops);
-double poet_cost_pagein_s(const poet_device *d, uint64_t bytes);
-double poet_cost_pageout_s(const poet_device *d, uint64_t bytes);
-double poet_cost_pagein_j(const poet_device *d, uint64_t bytes);
-double poet_cost_pageout_j(const poet_device *d, uint64_t bytes);
+double poet_cost_compute_time_s(const poet_profile *d, double flops);
+double poet_cost_compute_j(const poet_profile *d, double flops);
+double poet_cost_pagein_s(const poet_profile *d, uint64_t bytes);
+double poet_cost_pageout_s(const poet_profile *d, uint64_t bytes);
+double poet_cost_pagein_j(const poet_profile *d, uint64_t bytes);
+double poet_cost_pageout_j(const poet_profile *d, uint64_t bytes);
 
 /* ---- costed graph: what every planner sees ---- */
 typedef struct poet_cnode {
@@ -69,7 +69,7 @@ typedef struct poet_edge {
 typedef struct poet_instance {
     char model[POET_NAME_BYTES];
     int batch;
-    poet_device device;
+    poet_profile device;
     int T;
     poet_cnode *nodes;
     int n_edges;
@@ -91,7 +91,7 @@ typedef struct poet_instance_stats {
     double gradient_bytes;
 } poet_instance_stats;
 
-poet_status poet_instance_from_graph(const poet_graph *g, const poet_device *d, poet_instance *out,
+poet_status poet_instance_from_graph(const poet_graph *g, const poet_profile *d, poet_instance *out,
                                      poet_err *err);
 /* The costed graph of g when its convolutions and linear layers (by rows,
  * poet_weight_rows) run as DRESS-style sparse
@@ -102,7 +102,7 @@ poet_status poet_instance_from_graph(const poet_graph *g, const poet_device *d, 
  * this graph too, with its own time and energy. parameter_bytes counts the
  * weights row-sorted: a 16-bit column beside each float.
  * sparsity_bp: basis points, below 10000. */
-poet_status poet_instance_sparse(const poet_graph *g, const poet_device *d, uint32_t sparsity_bp, poet_instance *out,
+poet_status poet_instance_sparse(const poet_graph *g, const poet_profile *d, uint32_t sparsity_bp, poet_instance *out,
                                  poet_err *err);
 /* Counts g's frozen convolution and linear weights (a quantized backbone under partial
  * training; all of them where every weight trains, a model as deployed)
@@ -125,7 +125,7 @@ poet_status poet_instance_write_dot(const poet_instance *inst, const char *path,
 poet_status poet_instance_validate(const poet_instance *inst, poet_err *err);
 poet_status poet_instance_stats_compute(const poet_instance *inst, poet_instance_stats *out, poet_err *err);
 /* What training holds in RAM beside the activation arena, as the device
- * image lays it out (src/core/device.c): weights, gradients, optimizer_slots
+ * image lays it out (src/device/device.c): weights, gradients, optimizer_slots
  * more copies of the gradients' size (SGD with momentum: 1, Adam: 2), the
  * buffers (batch-norm statistics) twice, and the batch with a label per
  * sample (a label per row for sequence models is not counted). */

@@ -1,7 +1,7 @@
 /* NumPy broadcasting of two shapes, shared by shape inference and the
  * ONNX constant folder. */
-#ifndef POET_SRC_CORE_BROADCAST_H
-#define POET_SRC_CORE_BROADCAST_H
+#ifndef POET_SRC_BASE_BROADCAST_H
+#define POET_SRC_BASE_BROADCAST_H
 
 #include <stdbool.h>
 #include <stdint.h>

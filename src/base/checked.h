@@ -3,8 +3,8 @@
  * images, patches, binary schedules, checkpoints) does it with these, and
  * treats a false return as a malformed file: a sum that wraps is how a
  * crafted header makes a small total out of huge parts. Freestanding. */
-#ifndef POET_SRC_CORE_CHECKED_H
-#define POET_SRC_CORE_CHECKED_H
+#ifndef POET_SRC_BASE_CHECKED_H
+#define POET_SRC_BASE_CHECKED_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,6 +1,6 @@
 /* poet_fail for builds without stdio (a device): a formatter for the
  * conversions poet's core uses (%s %c %d %i %u %x, with l, ll or z, and %%),
- * truncating at the message's size. The host links src/common/status.c. */
+ * truncating at the message's size. The host links src/host/fail_stdio.c instead. */
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,8 +1,8 @@
-/* Internal: SHA-256 (FIPS 180-4), CRC-32 (IEEE 802.3, as zlib's crc32) and
- * little-endian fields, freestanding, so that a device hashes its weights and checks its image
+/* Internal: SHA-256 (FIPS 180-4), CRC-32 (IEEE 802.3, as zlib's crc32),
+ * FNV-1a, SplitMix64 and little-endian fields, freestanding, so that a device hashes its weights and checks its image
  * with the same code as the host. */
-#ifndef POET_SRC_CORE_HASH_H
-#define POET_SRC_CORE_HASH_H
+#ifndef POET_SRC_BASE_HASH_H
+#define POET_SRC_BASE_HASH_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -41,6 +41,11 @@ static inline uint64_t le_get(const unsigned char *p, int bytes)
     for (int i = 0; i < bytes; i++) v |= (uint64_t)p[i] << (8 * i);
     return v;
 }
+
+/* FNV-1a, 32 bits, one byte at a time from h (FNV1A_START for a new hash):
+ * the graph hash schedules carry, and the ONNX importer's name index. */
+#define FNV1A_START 2166136261u
+static inline uint32_t fnv1a_byte(uint32_t h, uint8_t byte) { return (h ^ byte) * 16777619u; }
 
 /* SplitMix64 (Steele, Lea, Flood 2014): weights, dropout masks and shuffles
  * follow from a seed and an index. */

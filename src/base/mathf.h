@@ -2,8 +2,8 @@
  * itself from +, -, *, / and bit operations, so that the host and every
  * device get the same bits whatever C library they link (docs/device.md).
  * About 1-2 ulp; freestanding. */
-#ifndef POET_SRC_CORE_MATHF_H
-#define POET_SRC_CORE_MATHF_H
+#ifndef POET_SRC_BASE_MATHF_H
+#define POET_SRC_BASE_MATHF_H
 
 float poet_expf(float x);
 float poet_logf(float x);

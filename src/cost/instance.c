@@ -18,7 +18,7 @@ void poet_instance_free(poet_instance *inst)
     inst->T = inst->n_edges = 0;
 }
 
-static void price_node(poet_cnode *c, const poet_device *d)
+static void price_node(poet_cnode *c, const poet_profile *d)
 {
     c->time_s = poet_cost_compute_time_s(d, c->flops);
     c->compute_j = poet_cost_compute_j(d, c->flops);
@@ -43,9 +43,9 @@ static bool has_input(const poet_node *n, int before, int u)
     return false;
 }
 
-poet_status poet_instance_from_graph(const poet_graph *g, const poet_device *d, poet_instance *out, poet_err *err)
+poet_status poet_instance_from_graph(const poet_graph *g, const poet_profile *d, poet_instance *out, poet_err *err)
 {
-    poet_status st = poet_device_validate(d, err);
+    poet_status st = poet_profile_validate(d, err);
     if (st) return st;
     if (g->loss < 0) return poet_fail(err, POET_ERR_INVALID, "graph '%s' has no backward pass yet", g->model);
     if (d->bytes_per_element != g->elem_bytes)
@@ -100,7 +100,7 @@ static int layer_of(const poet_graph *g, const poet_node *n)
     return f >= 0 && poet_weight_rows(&g->nodes[f], &rows, &cols) ? f : -1;
 }
 
-poet_status poet_instance_sparse(const poet_graph *g, const poet_device *d, uint32_t sparsity_bp, poet_instance *out,
+poet_status poet_instance_sparse(const poet_graph *g, const poet_profile *d, uint32_t sparsity_bp, poet_instance *out,
                                  poet_err *err)
 {
     if (sparsity_bp >= 10000)
@@ -162,7 +162,7 @@ poet_status poet_instance_validate(const poet_instance *inst, poet_err *err)
     if (inst->n_edges < 0 || inst->n_edges > POET_MAX_EDGES)
         return poet_fail(err, POET_ERR_LIMIT, "graph has %d edges; poet accepts at most %d", inst->n_edges,
                          POET_MAX_EDGES);
-    poet_status st = poet_device_validate(&inst->device, err);
+    poet_status st = poet_profile_validate(&inst->device, err);
     if (st) return st;
     double total_s = 0, total_j = 0;
     for (int i = 0; i < inst->T; i++) {

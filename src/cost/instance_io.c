@@ -54,7 +54,7 @@ static poet_status array_field(const cJSON *doc, const char *key, const char *wh
 
 /* ---- POET's reference format (tests/data/reference/README.md) ---- */
 
-static poet_status read_reference_node(const cJSON *o, int i, const poet_device *d, poet_cnode *c, poet_err *err)
+static poet_status read_reference_node(const cJSON *o, int i, const poet_profile *d, poet_cnode *c, poet_err *err)
 {
     char what[64];
     snprintf(what, sizeof what, "node %d", i);

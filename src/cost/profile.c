@@ -11,7 +11,7 @@
 /* The constants of POET's poet/chipsets.py, as its reference instances print
  * them (full precision), so that costs match bit for bit. jetsontx2 has no
  * compute figures in POET; ours are documented in docs/devices.md. */
-static const poet_device BUILTIN[] = {
+static const poet_profile BUILTIN[] = {
     {"m0", "Arduino MKR1000, Cortex-M0+ at 48 MHz, no FPU; SD card storage", 166666.66666666666,
      2525252.525252525, 0.000109, 4616510, 0.00011300000000000001, 4440000, 0.33, 0.066, 4, 32768, 0},
     {"m4", "nRF52840, Cortex-M4F at 64 MHz; SD card storage", 6369910.145264308, 580010757.690879, 0.000109,
@@ -26,11 +26,11 @@ static const poet_device BUILTIN[] = {
 
 enum { N_BUILTIN = (int)(sizeof BUILTIN / sizeof *BUILTIN) };
 
-int poet_device_count(void) { return N_BUILTIN; }
+int poet_profile_count(void) { return N_BUILTIN; }
 
-const poet_device *poet_device_builtin(int i) { return i >= 0 && i < N_BUILTIN ? &BUILTIN[i] : NULL; }
+const poet_profile *poet_profile_builtin(int i) { return i >= 0 && i < N_BUILTIN ? &BUILTIN[i] : NULL; }
 
-poet_status poet_device_validate(const poet_device *d, poet_err *err)
+poet_status poet_profile_validate(const poet_profile *d, poet_err *err)
 {
     struct {
         const char *what;
@@ -59,14 +59,14 @@ poet_status poet_device_validate(const poet_device *d, poet_err *err)
     return POET_OK;
 }
 
-poet_status device_from_cjson(const cJSON *obj, poet_device *out, const char *what, poet_err *err)
+poet_status device_from_cjson(const cJSON *obj, poet_profile *out, const char *what, poet_err *err)
 {
     static const char *const keys[] = {"format", "version", "name", "description", "flops_per_s", "flops_per_j",
                                        "pagein_latency_s", "pagein_bytes_per_s", "pageout_latency_s",
                                        "pageout_bytes_per_s", "memory_power_w", "power_w", "bytes_per_element",
                                        "ram_bytes", "flash_bytes", NULL};
     if (!cJSON_IsObject(obj)) return poet_fail(err, POET_ERR_INVALID, "%s: expected an object", what);
-    poet_device d;
+    poet_profile d;
     memset(&d, 0, sizeof d);
     char format[32];
     int64_t version = 0, elem = 4, ram = 0, flash = 0;
@@ -95,12 +95,12 @@ poet_status device_from_cjson(const cJSON *obj, poet_device *out, const char *wh
     d.bytes_per_element = (int)elem;
     d.ram_bytes = (uint64_t)ram, d.flash_bytes = (uint64_t)flash;
     if (!d.name[0]) return poet_fail(err, POET_ERR_INVALID, "%s: name must not be empty", what);
-    if ((st = poet_device_validate(&d, err))) return st;
+    if ((st = poet_profile_validate(&d, err))) return st;
     *out = d;
     return POET_OK;
 }
 
-poet_status poet_device_parse_json(const char *text, size_t len, poet_device *out, poet_err *err)
+poet_status poet_profile_parse_json(const char *text, size_t len, poet_profile *out, poet_err *err)
 {
     cJSON *doc = NULL;
     poet_status st = json_parse(text, len, "device profile", &doc, err);
@@ -110,7 +110,7 @@ poet_status poet_device_parse_json(const char *text, size_t len, poet_device *ou
     return st;
 }
 
-cJSON *device_to_cjson(const poet_device *d)
+cJSON *device_to_cjson(const poet_profile *d)
 {
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
@@ -135,11 +135,11 @@ cJSON *device_to_cjson(const poet_device *d)
     return o;
 }
 
-poet_status device_from_poet_chipset(const cJSON *c, const char *name, poet_device *out, poet_err *err)
+poet_status device_from_poet_chipset(const cJSON *c, const char *name, poet_profile *out, poet_err *err)
 {
     const char *what = "POET chipset";
     if (!cJSON_IsObject(c)) return poet_fail(err, POET_ERR_INVALID, "%s: expected an object", what);
-    poet_device d;
+    poet_profile d;
     memset(&d, 0, sizeof d);
     snprintf(d.name, sizeof d.name, "%s", name);
     snprintf(d.description, sizeof d.description, "POET chipset '%s'", name);
@@ -156,12 +156,12 @@ poet_status device_from_poet_chipset(const cJSON *c, const char *name, poet_devi
     if (!st) st = json_integer(c, "TYPE", 1, 8, false, 4, &elem, what, err);
     if (st) return st;
     d.bytes_per_element = (int)elem;
-    if ((st = poet_device_validate(&d, err))) return st;
+    if ((st = poet_profile_validate(&d, err))) return st;
     *out = d;
     return POET_OK;
 }
 
-poet_status poet_device_find(const char *name_or_path, poet_device *out, poet_err *err)
+poet_status poet_profile_find(const char *name_or_path, poet_profile *out, poet_err *err)
 {
     const char *s = name_or_path ? name_or_path : "";
     for (int i = 0; i < N_BUILTIN; i++)
@@ -179,31 +179,31 @@ poet_status poet_device_find(const char *name_or_path, poet_device *out, poet_er
     poet_status st = poet_read_file(s, &text, &len, err);
     if (st) return st;
     poet_err inner = {0};
-    st = poet_device_parse_json(text, len, out, &inner);
+    st = poet_profile_parse_json(text, len, out, &inner);
     free(text);
     if (st) return poet_fail(err, st, "%s: %s", s, inner.msg);
     return POET_OK;
 }
 
-double poet_cost_compute_time_s(const poet_device *d, double flops) { return flops / d->flops_per_s; }
-double poet_cost_compute_j(const poet_device *d, double flops) { return flops / d->flops_per_j; }
+double poet_cost_compute_time_s(const poet_profile *d, double flops) { return flops / d->flops_per_s; }
+double poet_cost_compute_j(const poet_profile *d, double flops) { return flops / d->flops_per_j; }
 
-double poet_cost_pagein_s(const poet_device *d, uint64_t bytes)
+double poet_cost_pagein_s(const poet_profile *d, uint64_t bytes)
 {
     return d->pagein_latency_s + (double)bytes / d->pagein_bytes_per_s;
 }
 
-double poet_cost_pageout_s(const poet_device *d, uint64_t bytes)
+double poet_cost_pageout_s(const poet_profile *d, uint64_t bytes)
 {
     return d->pageout_latency_s + (double)bytes / d->pageout_bytes_per_s;
 }
 
-double poet_cost_pagein_j(const poet_device *d, uint64_t bytes)
+double poet_cost_pagein_j(const poet_profile *d, uint64_t bytes)
 {
     return poet_cost_pagein_s(d, bytes) * d->memory_power_w;
 }
 
-double poet_cost_pageout_j(const poet_device *d, uint64_t bytes)
+double poet_cost_pageout_j(const poet_profile *d, uint64_t bytes)
 {
     return poet_cost_pageout_s(d, bytes) * d->memory_power_w;
 }

@@ -1,7 +1,7 @@
 /* Internal: the device library's state, shared by its files (device.c runs
  * the image; update.c applies partial updates to it). Freestanding. */
-#ifndef POET_SRC_CORE_DEV_H
-#define POET_SRC_CORE_DEV_H
+#ifndef POET_SRC_DEVICE_DEV_H
+#define POET_SRC_DEVICE_DEV_H
 
 #include "poet/device.h"
 

@@ -322,13 +322,6 @@ poet_status poet_dev_gradient(poet_dev *d, const float *x, const int32_t *labels
     return POET_OK;
 }
 
-poet_status poet_dev_step(poet_dev *d, const float *x, const int32_t *labels, float *loss, poet_err *err)
-{
-    poet_status st = poet_dev_gradient(d, x, labels, loss, err);
-    if (!st) poet_dev_update(d);
-    return st;
-}
-
 /* Inference in the same arena: the logits and the loss stay live to the end. */
 static poet_status infer(poet_dev *d, const float *x, const int32_t *labels, const float **logits, const float **loss,
                          poet_err *err)

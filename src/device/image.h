@@ -3,11 +3,11 @@
  * instruction stream with arena offsets, the initial weights and the memory
  * it takes. The host writes it (src/runtime/image_write.c); the device reads
  * it in place, from flash or RAM, after checking every field
- * (src/core/device.c). Every record has a fixed layout of 4- and 8-byte
+ * (src/device/device.c). Every record has a fixed layout of 4- and 8-byte
  * little-endian fields, identical on x86-64 and 32-bit Arm, so that no copy
  * is made to read it. Freestanding. */
-#ifndef POET_SRC_CORE_IMAGE_H
-#define POET_SRC_CORE_IMAGE_H
+#ifndef POET_SRC_DEVICE_IMAGE_H
+#define POET_SRC_DEVICE_IMAGE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -46,7 +46,7 @@ static bool valid_dims(const knode *n)
     return numel == n->numel;
 }
 
-/* The registry's shape inference (src/graph/ops.c, the same the host
+/* The registry's shape inference (src/ops/ops.c, the same the host
  * builds graphs with) run again on the node and its inputs: the kernels index
  * by these shapes, so a node whose recorded shape, parameters or buffers
  * differ from what its op infers is refused. */

@@ -7,8 +7,8 @@
  * recomputation reproduces the dropped tensor bit for bit and a device
  * reproduces the host. Vectorised and tiled loops only ever run independent
  * outputs side by side, never reorder one output's sum. */
-#ifndef POET_SRC_CORE_KERNELS_H
-#define POET_SRC_CORE_KERNELS_H
+#ifndef POET_SRC_DEVICE_KERNELS_H
+#define POET_SRC_DEVICE_KERNELS_H
 
 #include <stdbool.h>
 #include <stddef.h>

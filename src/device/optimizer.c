@@ -1,7 +1,8 @@
-/* The optimizer step of the device library (SGD with momentum, Adam),
- * over the parameters that train, and what a partial update chooses
- * trains: the train mask, learning rates per tensor, and the rows of a
- * layer whose gradient is largest. Freestanding. */
+/* The optimizer half of a training step (SGD with momentum, Adam) over the
+ * parameters that train, the step itself (device.c's gradient, then the
+ * update), and what a partial update chooses trains: the train mask,
+ * learning rates per tensor, and the rows of a layer whose gradient is
+ * largest. Freestanding. */
 #include <string.h>
 
 #include "../base/mathf.h"
@@ -88,6 +89,13 @@ void poet_dev_update(poet_dev *d)
     optimizer_update(d);
     d->step++;
     d->stats.steps++;
+}
+
+poet_status poet_dev_step(poet_dev *d, const float *x, const int32_t *labels, float *loss, poet_err *err)
+{
+    poet_status st = poet_dev_gradient(d, x, labels, loss, err);
+    if (!st) poet_dev_update(d);
+    return st;
 }
 
 void poet_dev_set_train_mask(poet_dev *d, const uint8_t *mask) { d->train_mask = mask; }

@@ -1,5 +1,5 @@
 /* Partial updates on the device (poet/device.h): which weights a patch
- * chooses among, and checking and applying a patch (src/core/patch.h) in
+ * chooses among, and checking and applying a patch (src/device/patch.h) in
  * place. A patch is checked whole before the first weight changes: its
  * result is computed one weight at a time and hashed, so that a device
  * needs no second copy of its model to refuse a wrong one. Freestanding. */

@@ -1,9 +1,9 @@
 /* Internal: the patch format of partial updates (docs/update.md,
- * "The patch format"), written by the host (src/runtime/update.c) and read by the
- * device (src/core/update.c). Every field is little-endian and read byte by
+ * "The patch format"), written by the host (src/runtime/patch_write.c) and read by the
+ * device (src/device/patch.c). Every field is little-endian and read byte by
  * byte, so a patch may sit anywhere in RAM or flash. Freestanding. */
-#ifndef POET_SRC_CORE_PATCH_H
-#define POET_SRC_CORE_PATCH_H
+#ifndef POET_SRC_DEVICE_PATCH_H
+#define POET_SRC_DEVICE_PATCH_H
 
 #include <stdint.h>
 

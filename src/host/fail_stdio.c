@@ -1,4 +1,4 @@
-/* poet_fail for the host: vsnprintf. A device links src/core/fail.c. */
+/* poet_fail for the host: vsnprintf. A device links src/base/fail.c. */
 #include "poet/status.h"
 
 #include <stdarg.h>

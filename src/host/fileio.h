@@ -1,6 +1,6 @@
 /* Internal: see poet/file.h. */
-#ifndef POET_SRC_COMMON_FILEIO_H
-#define POET_SRC_COMMON_FILEIO_H
+#ifndef POET_SRC_HOST_FILEIO_H
+#define POET_SRC_HOST_FILEIO_H
 
 #include "poet/file.h"
 

@@ -1,6 +1,6 @@
 /* Internal: strict field access on cJSON objects, with one-line errors. */
-#ifndef POET_SRC_COMMON_JSON_H
-#define POET_SRC_COMMON_JSON_H
+#ifndef POET_SRC_HOST_JSON_H
+#define POET_SRC_HOST_JSON_H
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>

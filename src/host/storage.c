@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "poet/runtime.h"
+#include "poet/storage.h"
 
 static poet_status out_of_range(uint64_t cap, uint64_t offset, size_t bytes, poet_err *err)
 {

@@ -1,5 +1,5 @@
-/* ALQ's group arithmetic (poet/alq.h, host part). */
-#include "poet/alq.h"
+/* ALQ's group arithmetic (poet/quantize.h). */
+#include "poet/quantize.h"
 
 #include <math.h>
 #include <string.h>

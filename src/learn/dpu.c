@@ -102,7 +102,7 @@ poet_status poet_update_server_new(poet_update_server **out, const poet_engine_c
     poet_update_server *s = calloc(1, sizeof *s);
     if (!s) return poet_fail(err, POET_ERR_NOMEM, "out of memory");
     s->o = *o;
-    poet_status st = poet_engine_init(&s->e, cfg, err);
+    poet_status st = poet_engine_new(&s->e, cfg, err);
     if (st) {
         free(s);
         return st;

@@ -1,6 +1,6 @@
 /* Internal to the ONNX importer: its state, and the helpers the op
- * families share (import.c: names, values, poet nodes and weights, the
- * graph; map_*.c: each family's ops). */
+ * families share (values.c: names, values, poet nodes and weights;
+ * map_*.c: each family's ops; import.c: the dispatch and the graph). */
 #ifndef POET_SRC_ONNX_IMPORTER_H
 #define POET_SRC_ONNX_IMPORTER_H
 
@@ -23,6 +23,7 @@ typedef struct importer {
     poet_err *err;
 } importer;
 
+/* ---- map_*.c: each family's ops ---- */
 poet_status map_conv(importer *im, const Onnx__NodeProto *np);
 poet_status map_pool(importer *im, const Onnx__NodeProto *np, bool max);
 poet_status map_pad(importer *im, const Onnx__NodeProto *np);
@@ -52,7 +53,16 @@ poet_status map_split(importer *im, const Onnx__NodeProto *np);
 poet_status map_slice(importer *im, const Onnx__NodeProto *np);
 poet_status map_gather(importer *im, const Onnx__NodeProto *np);
 poet_status map_resize(importer *im, const Onnx__NodeProto *np);
+/* ---- values.c ---- */
 int find(const importer *im, const char *name);
+/* The slot index grown to twice the values, and rebuilt. */
+poet_status grow_slots(importer *im);
+/* Adds a value, or returns the placeholder a reader created for the name;
+ * a name produced twice is refused. Returns its index or -1. */
+int define(importer *im, const char *name);
+/* Defines name as a known tensor, taking t over (freed on failure); its
+ * index, or -1 after an error. */
+int define_known(importer *im, const char *name, tensor *t);
 poet_status refuse(importer *im, const Onnx__NodeProto *np, const char *what);
 const char *input_name(const Onnx__NodeProto *np, int j);
 bool padded(const int32_t pad[4]);
@@ -73,7 +83,5 @@ onnx_shape value_shape(const importer *im, const value *v);
 poet_status name_view(importer *im, const Onnx__NodeProto *np, int k, int v, const view *w);
 int shaped_activation(importer *im, const Onnx__NodeProto *np, int j, onnx_shape *s);
 int padded_activation(importer *im, const Onnx__NodeProto *np, int j, int32_t pad[4]);
-
-/* each family's ops */
 
 #endif

@@ -1,7 +1,7 @@
 /* Internal: the op registry, the single source of truth for shape
  * inference, FLOPs, parameters and which tensors each backward reads. */
-#ifndef POET_SRC_GRAPH_OPS_H
-#define POET_SRC_GRAPH_OPS_H
+#ifndef POET_SRC_OPS_OPS_H
+#define POET_SRC_OPS_OPS_H
 
 #include "poet/ops.h"
 

@@ -18,60 +18,25 @@
 #define GLPK_MAX_NODES 100
 
 /* ---- the covering bound ----
- * A relaxation of POET's MILP with whole variables, small enough for CBC to
- * solve in well under a second. Between two consecutive readers a < b of a
- * tensor i (its producer counts as the first), the stages a < t < b form a
- * gap of i, across which keep-all holds it. In any schedule, i is either
- * held across a stage t of the gap, and then in RAM while node t runs
- * (nothing frees a tensor kept for the next stage), or let go there and
- * brought back in (t, b] before b reads it: recomputed (c_i, tau_i) or paged
- * in (p_in_i, after one page-out, p_out_i, that every page-in of i shares).
- * One return serves every stage of the gap it follows; returns in different
- * gaps are different events.
- *
- * Recomputing i after t needs each input u of i in RAM then. Where u's last
- * reader L_u lies before t, u is dead there under keep-all: it was brought
- * back after L_u (once per u, however many recomputations it feeds:
- * recomputed, which needs u's own inputs the same way, or paged in), or it
- * was held across every stage from L_u + 1 to t, in RAM while those nodes ran.
- *
- * So, with r and q (the gap's return is a recomputation, a page-in), d_t (i
- * let go across stage t), x_u and y_u (u brought back after its life by
- * recomputation, by page-in), o_i (i paged out) and h_{u,t} (u held across
- * stage t > L_u; held across t implies held across t - 1):
+ * Why it bounds every schedule, and what each rule counts: docs/fast.md,
+ * "Certificate". Between two consecutive readers a < b of a tensor i, the
+ * stages a < t < b form a gap of i; across each stage of a gap a schedule
+ * holds i (in RAM while node t runs) or lets it go and brings it back
+ * before b. With r and q (the gap's return is a recomputation, a page-in),
+ * d_t (i let go across stage t), x_u and y_u (u brought back after its
+ * life by recomputation, by page-in), o_i (i paged out) and h_{u,t} (u held
+ * across stage t > L_u, u's last reader; held across t implies held across
+ * t - 1):
  *   each stage t: sum over the gaps across t of m_i d_t
  *                 - sum of m_u h_{u,t} >= m_t + inputs of t + held bytes - budget
  *   d_t <= r + q;  for each input u of i with L_u < t: d_t <= q + x_u + y_u + h_{u,t}
  *   for each input w of u with L_w < L_u: x_u <= x_w + y_w + h_{w,L_u}
  *   q <= o_i, y_i <= o_i;  the recomputations' time <= (rho - 1) x full-memory time
- * and every schedule costs at least the full-memory energy plus what r, q,
- * x, y and o cost. The memory a recomputation needs while it runs,
- * repeated returns within a gap, and recomputations of u within its life
- * that feed i are left out, so this is a relaxation; but its returns are
- * whole, which the LP relaxation's are not: where one 16 KiB tensor must go
- * to save 1 KiB, the LP pays a sixteenth of its cost and this bound all of
- * it; and a cheap tensor whose inputs are long gone costs what bringing them
- * back, or keeping them, costs.
- *
- * Staged (remat allowed, small graphs), the returns get stages, and three of
- * those relaxations go:
- * - Every let-go run pays its own return: i, let go across t and in RAM
- *   while node t + 1 runs, was recomputed in stage t + 1 (e_{t+1}) or paged
- *   in during stage t (in_{t+1}): d_t - d_{t+1} <= e_{t+1} + in_{t+1}, each
- *   at its full cost (d has a column at every stage of the gap).
- * - A dead input u comes back per stage: recomputed in stage s (X_{u,s}),
- *   paged in for it (Y_{u,s}), or in RAM while node s - 1 ran (P_{u,s-1},
- *   which is h, with P_{u,t} <= P_{u,t-1} + X_{u,t} + Y_{u,t}); so one
- *   recomputation of u no longer serves chains stages apart unless u is
- *   held, in RAM, between them.
- * - A recomputation's moment: recomputing v in stage s needs v and its
- *   inputs in RAM beside what keep-all holds from node s - 1 to node s, so
- *   where that exceeds the budget, some of those tensors are missing then
- *   (cover_moment, cover_absent). And an input u that the schedule lets go
- *   across both s - 1 and s is back for stage s and back again after it:
- *   one return more (cover_needs, cover_again).
- * Its model is several times larger and CBC's solve slower, so fast runs
- * it after the fate search, only where the gap is still open. */
+ * and the energy is at least the full-memory energy plus what r, q, x, y
+ * and o cost. Staged (small graphs), returns get stages: every let-go run
+ * pays its own return (d_t - d_{t+1} <= e_{t+1} + in_{t+1}), a dead input
+ * comes back per stage (X, Y, P), and a recomputation's moment must fit
+ * (cover_moment, cover_absent, cover_needs, cover_again). */
 
 typedef struct cover {
     const poet_problem *p;

@@ -1,34 +1,11 @@
 /* Fate search: the fast planner's constructive half for graphs too large
- * for the exact MILP. Each forward tensor gets a fate:
- *   keep       in RAM from its computation to its last reader;
- *   hold       kept, and past its last reader to the last stage whose
- *              recomputation chain reads it (so that the chain stops
- *              there: an input held for the recomputation of its consumer);
- *   recompute  dropped after its last forward reader; a backward stage
- *              that reads it (or recomputes a descendant) and finds it gone
- *              recomputes it, with every ancestor that is gone too (chains
- *              of recomputation); held from one backward reader to the next
- *              only if that is within its reach (0, 1, 2, 4 stages or all:
- *              recomputed once for the backward pass, then held);
- *              a second kind applies the reach between forward readers
- *              too (dropped right after a reader, recomputed for the next),
- *              a third only between backward readers (held from its
- *              computation to the first);
- *   page       paged out in the stage after its computation, dropped after
- *              its last forward reader, paged in the stage before a use and
- *              held to the next within its reach, else paged in again; a
- *              use is a backward reader or a stage whose recomputation
- *              chain reads it (so that a chain stops at a paged tensor
- *              instead of recomputing it);
- *   page or recompute  the same, but a use whose recomputation chain costs
- *              less than the page-in, with room for it in the runtime
- *              budget, recomputes it instead;
- *   page across forward gaps  paged as above, but its forward readers are
- *              uses too: it leaves RAM after any reader, not only after
- *              the last forward one (a skip connection read again many
- *              stages on is paged in for that reader).
- * A gradient read by a later backward node may be kept, recomputed or paged.
- * Given the fates, the schedule follows stage by stage and is measured with
+ * for the exact MILP (docs/fast.md, "Fate search", says what each fate
+ * does and which graphs it was made for). Each forward tensor the backward
+ * pass reads, and each gradient a later backward node reads, gets a fate:
+ * keep, hold (kept to the last stage whose recomputation chain reads it),
+ * recompute (three kinds, by where the reach applies), page, page or
+ * recompute (whichever a use finds cheaper), page across forward gaps. The
+ * schedule follows from the fates stage by stage and is measured with
  * POET's own accounting (the validator's), so a search over fates is a
  * search over exact schedules: greedily give the fate that buys the most
  * memory per joule to a tensor until every stage fits, then change single

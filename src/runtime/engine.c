@@ -1,5 +1,5 @@
 /* The host engine: writes the device image of a graph and schedule, and
- * runs it with the device library (src/core/device.c), the same code a
+ * runs it with the device library (src/device/device.c), the same code a
  * microcontroller runs, in memory from malloc, with transfers on the DMA
  * worker thread. Adds what only a host has: the device profile's costs,
  * host timing, checkpoints. */
@@ -128,7 +128,7 @@ static poet_status setup(poet_engine *e, const poet_engine_config *cfg, poet_err
     return POET_OK;
 }
 
-poet_status poet_engine_init(poet_engine **out, const poet_engine_config *cfg, poet_err *err)
+poet_status poet_engine_new(poet_engine **out, const poet_engine_config *cfg, poet_err *err)
 {
     *out = NULL;
     poet_engine *e = calloc(1, sizeof *e);

@@ -1,4 +1,4 @@
-/* Writes the device image (src/core/image.h): the one artefact that a
+/* Writes the device image (src/device/image.h): the one artefact that a
  * device, or the host's own runtime, trains from. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>

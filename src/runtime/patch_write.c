@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "poet/update.h"
+#include "poet/patch.h"
 
 #include "../base/hash.h"
 #include "../device/dev.h"

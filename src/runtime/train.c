@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include "poet/runtime.h"
-#include "poet/runtime.h"
 #include "../base/hash.h"
 #include "../host/clock.h"
 #include "../base/checked.h"

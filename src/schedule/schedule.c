@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/hash.h"
 #include "internal.h"
 
 poet_status poet_schedule_init(poet_schedule *s, int T, poet_err *err)
@@ -52,19 +53,16 @@ bool poet_schedule_equal(const poet_schedule *a, const poet_schedule *b)
            a->graph_hash == b->graph_hash && strcmp(a->planner, b->planner) == 0;
 }
 
+/* x's eight bytes, least significant first, into h. */
 static uint32_t fnv(uint32_t h, uint64_t x)
 {
-    for (int i = 0; i < 8; i++) {
-        h ^= (uint32_t)(x & 0xff);
-        h *= 16777619u;
-        x >>= 8;
-    }
+    for (int i = 0; i < 8; i++, x >>= 8) h = fnv1a_byte(h, (uint8_t)x);
     return h;
 }
 
 uint32_t poet_instance_hash(const poet_instance *inst)
 {
-    uint32_t h = fnv(2166136261u, (uint64_t)inst->T);
+    uint32_t h = fnv(FNV1A_START, (uint64_t)inst->T);
     for (int i = 0; i < inst->T; i++) h = fnv(h, inst->nodes[i].bytes);
     for (int e = 0; e < inst->n_edges; e++)
         h = fnv(h, ((uint64_t)(uint32_t)inst->edges[e].src << 32) | (uint32_t)inst->edges[e].dst);

@@ -102,7 +102,7 @@ static poet_dev *patch_device(void)
     static uint64_t *image, *memory;
     if (d || image) return d;
     poet_graph g;
-    poet_device dev;
+    poet_profile dev;
     poet_instance inst;
     poet_problem p;
     poet_plan_result plan;
@@ -112,7 +112,7 @@ static poet_dev *patch_device(void)
     poet_plan_options po = {.threads = 1, .quiet = true, .deterministic = true};
     poet_export_options eo = {poet_optimizer_default(POET_OPT_SGD), 1, 0, NULL, NULL};
     if (poet_zoo_build("mlp_digits", 8, &g, NULL)) return NULL;
-    if (!poet_device_find("m4", &dev, NULL) && !poet_instance_from_graph(&g, &dev, &inst, NULL)) {
+    if (!poet_profile_find("m4", &dev, NULL) && !poet_instance_from_graph(&g, &dev, &inst, NULL)) {
         if (!poet_problem_init(&p, &inst, 0, 1e6, NULL)) {
             p.budget_bytes = p.keep_all_peak_bytes;
             if (!poet_plan("keep-all", &p, &po, &plan, NULL)) {
@@ -171,8 +171,8 @@ void exercise_parsers(const uint8_t *data, size_t size)
         poet_instance_stats_compute(&inst, &st, NULL);
         poet_instance_free(&inst);
     }
-    poet_device dev;
-    poet_device_parse_json(text, size, &dev, NULL);
+    poet_profile dev;
+    poet_profile_parse_json(text, size, &dev, NULL);
     poet_schedule s;
     poet_instance g;
     if (!poet_schedule_parse_json(text, size, &s, &g, NULL)) {

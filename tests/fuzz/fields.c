@@ -1,5 +1,5 @@
-/* See fields.h. The layouts are the formats' own: src/core/image.h (device
- * images), src/core/patch.h (patches), docs/runtime.md (checkpoints) and
+/* See fields.h. The layouts are the formats' own: src/device/image.h (device
+ * images), src/device/patch.h (patches), docs/runtime.md (checkpoints) and
  * docs/schedules.md (binary schedules). */
 #include "fields.h"
 
@@ -170,7 +170,7 @@ static void checkpoint_fields(list *l, size_t len)
     if (len >= 92 + 12) add(l, len - 12, 8, "checkpoint.state_step"); /* the state's step count ends it */
 }
 
-/* ---- patches (src/core/patch.h) ---- */
+/* ---- patches (src/device/patch.h) ---- */
 
 static const field PATCH_HEADER[] = {
     {PATCH_VERSION_AT, 4, "patch.version", 0},       {PATCH_GRAPH_AT, 4, "patch.graph", 0},

@@ -202,7 +202,7 @@ static int start_engine(run *r, const parsed *q)
     }
     poet_engine_config cfg = {r->s.g, &r->s.p, &r->s.plan.schedule, use, q->v.opt, q->v.seed, 0, session_params(&r->s),
                               session_buffers(&r->s)};
-    if (poet_engine_init(&r->e, &cfg, &err)) {
+    if (poet_engine_new(&r->e, &cfg, &err)) {
         poet_storage_close(&st);
         return lib_error(&err);
     }

@@ -1,7 +1,7 @@
 #define _POSIX_C_SOURCE 200809L
-/* poet export: the device image of a planned model; poet emulate: train it
- * on the emulated STM32F405 (QEMU's netduinoplus2) with the example
- * firmware, and compare its weights with the host's. */
+/* poet emulate: train a planned model on the emulated STM32F405 (QEMU's
+ * netduinoplus2) with the example firmware, and compare its weights with the
+ * host's. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -19,96 +19,6 @@
 #ifndef POET_FIRMWARE_DIR
 #define POET_FIRMWARE_DIR "build/firmware"
 #endif
-
-/* ---- the chunk option, shared ---- */
-
-enum { DEVICE_CHUNK = 16 }; /* output positions: 4.5-6 instructions per multiply-add on the M4 (BENCHMARKS.md) */
-
-/* --chunk N: output positions per im2col chunk, 0 for whole images. */
-static bool parse_chunk(const char *s, uint32_t *out)
-{
-    int v = DEVICE_CHUNK;
-    if (s && !parse_int(s, 0, 1 << 20, &v)) return false;
-    *out = (uint32_t)v;
-    return true;
-}
-
-static int export_image(const session *s, const train_values *v, uint32_t chunk, uint8_t **img, size_t *len,
-                        poet_dev_memory *need)
-{
-    poet_export_options o = {v->opt, v->seed, chunk, session_params(s), session_buffers(s)};
-    poet_err err = {0};
-    if (poet_export_image(s->g, &s->p, &s->plan.schedule, &o, img, len, &err) ||
-        poet_dev_inspect(*img, *len, need, &err))
-        return lib_error(&err);
-    return 0;
-}
-
-static void add_memory_json(cJSON *o, const poet_dev_memory *m)
-{
-    cJSON_AddNumberToObject(o, "arena_bytes", (double)m->arena_bytes);
-    cJSON_AddNumberToObject(o, "persistent_bytes", (double)m->persistent_bytes);
-    cJSON_AddNumberToObject(o, "workspace_bytes", (double)m->workspace_bytes);
-    cJSON_AddNumberToObject(o, "control_bytes", (double)m->control_bytes);
-    cJSON_AddNumberToObject(o, "memory_bytes", (double)m->total_bytes);
-    cJSON_AddNumberToObject(o, "storage_bytes", (double)m->storage_bytes);
-}
-
-/* ---- poet export ---- */
-
-static const char EXPORT_HELP[] =
-    "usage: poet export --model NAME --device DEV --budget BYTES|PCT% --out FILE\n"
-    "                   [--batch N] [--seed S] [--planner NAME] [--runtime-factor F] [--time-limit S]\n"
-    "                   [--optimizer sgd|adam] [--lr X] [--chunk N] [--train SPEC] [--json]\n"
-    "Plans one training iteration under the budget and writes the device image:\n"
-    "the graph's ops and shapes, the schedule as an instruction stream with arena\n"
-    "offsets, the initial weights (from --seed) and the memory it takes. One\n"
-    "firmware trains any image (include/poet/device.h, examples/firmware/).\n"
-    "  --train SPEC  what trains: all, biases, last:N, ratio:R or mask:FILE, then\n"
-    "                +frozen-bn, +masks, +ratio:R (docs/partial.md)\n"
-    "  --chunk N     the kernels' scratch holds im2col chunks of N output positions\n"
-    "                (default 16; 1 is the least memory, 0 whole images, the fastest)\n";
-
-int cmd_export(int argc, char **argv)
-{
-    train_opts t = {0};
-    const char *out = NULL, *chunk_s = NULL;
-    bool json = false, help = false;
-    opt opts[] = {TRAIN_OPTS(t), OUTPUT_OPT("--out", out), {"--chunk", true, &chunk_s, NULL},
-                  {"--json", false, NULL, &json}, {NULL, false, NULL, NULL}};
-    int rc = parse_opts("export", argc, argv, opts, &help);
-    if (rc || help) return help ? (fputs(EXPORT_HELP, stdout), 0) : rc;
-    train_values v;
-    uint32_t chunk;
-    if ((rc = train_opts_check("export", &t, &v))) return rc;
-    if (!out) return usage_error("export", "--out FILE is required", NULL);
-    if (!parse_chunk(chunk_s, &chunk)) return usage_error("export", "--chunk must be 0 to 2^20 positions, got", chunk_s);
-    session s;
-    uint8_t *img = NULL;
-    size_t len = 0;
-    poet_dev_memory need;
-    poet_err err = {0};
-    if (!(rc = session_plan("export", &s, &t, &v)) && !(rc = export_image(&s, &v, chunk, &img, &len, &need)) &&
-        poet_write_file_atomic(out, img, len, &err))
-        rc = lib_error(&err);
-    if (!rc && json) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "file", out);
-        cJSON_AddNumberToObject(o, "image_bytes", (double)len);
-        cJSON_AddNumberToObject(o, "budget_bytes", (double)s.p.budget_bytes);
-        add_memory_json(o, &need);
-        rc = print_json(o);
-    } else if (!rc) {
-        printf("wrote %s: %zu bytes; the device needs %llu bytes of RAM (arena %llu, persistent %llu, workspace "
-               "%llu, control %llu) and %llu bytes of storage\n",
-               out, len, (unsigned long long)need.total_bytes, (unsigned long long)need.arena_bytes,
-               (unsigned long long)need.persistent_bytes, (unsigned long long)need.workspace_bytes,
-               (unsigned long long)need.control_bytes, (unsigned long long)need.storage_bytes);
-    }
-    free(img);
-    session_free(&s);
-    return rc;
-}
 
 /* ---- the firmware's memory map, from its ELF symbols ---- */
 
@@ -476,7 +386,7 @@ static int host_weights(emulation *em, const poet_problem *p, const poet_schedul
     const adaptation *ad = &em->ad;
     uint8_t *mask = NULL;
     uint64_t P = 0;
-    if (poet_engine_init(&e, &cfg, &err) || poet_read_file(path, &data, &len, &err)) {
+    if (poet_engine_new(&e, &cfg, &err) || poet_read_file(path, &data, &len, &err)) {
         rc = lib_error(&err);
     } else if (poet_dev_weights(poet_engine_device(e), &P), !(mask = malloc(P / 8 + 1))) {
         rc = lib_error(&(poet_err){POET_ERR_NOMEM, "out of memory"});
@@ -672,3 +582,4 @@ int cmd_emulate(int argc, char **argv)
     emulation_free(&em);
     return rc;
 }
+
