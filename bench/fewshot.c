@@ -254,7 +254,7 @@ static bool start_planned(rig *r, const poet_graph *g, const char *planner, bool
     memset(r, 0, sizeof *r);
     poet_err err = {0};
     poet_profile dev;
-    poet_plan_options o = {.threads = 1, .quiet = true, .deterministic = true, .time_limit_s = 10};
+    poet_plan_options o = {.threads = 1, .deterministic = true, .time_limit_s = 10};
     bool ok = !poet_profile_find("m4", &dev, &err) && !poet_instance_from_graph(g, &dev, &r->inst, &err) &&
               !poet_problem_init(&r->p, &r->inst, 0, 1.5, &err);
     if (ok) r->p.budget_bytes = smallest ? r->p.min_budget_bytes : r->p.keep_all_peak_bytes;

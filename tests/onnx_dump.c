@@ -47,7 +47,7 @@ static bool start(rig *r, poet_onnx_model *m, poet_optimizer opt)
         return fail("graph", &err), false;
     /* room to place it: the arena's placement can need more than the peak (a DenseNet-like concat chain) */
     r->p.budget_bytes = 2 * r->p.keep_all_peak_bytes;
-    poet_plan_options o = {.threads = 1, .quiet = true, .deterministic = true};
+    poet_plan_options o = {.threads = 1, .deterministic = true};
     if (poet_plan("keep-all", &r->p, &o, &r->plan, &err)) return fail("plan", &err), false;
     uint64_t n;
     poet_engine_config cfg = {g, &r->p, &r->plan.schedule, NULL, opt, 1, 0, poet_onnx_params(m, &n),

@@ -36,7 +36,7 @@ static inline void rig_start_from(rig *r, const poet_graph *g, const char *plann
     }
     uint64_t b = fraction > 0 ? (uint64_t)(fraction * (double)r->p.keep_all_peak_bytes) : r->p.keep_all_peak_bytes;
     r->p.budget_bytes = b < r->p.min_budget_bytes ? r->p.min_budget_bytes : b;
-    poet_plan_options o = {.threads = 1, .quiet = true, .deterministic = true};
+    poet_plan_options o = {.threads = 1, .deterministic = true};
     if (poet_plan(planner, &r->p, &o, &r->plan, &err)) {
         fprintf(stderr, "rig: %s\n", err.msg);
         return;

@@ -56,7 +56,7 @@ static int run_all(void)
     poet_instance_free(&back);
     if (poet_problem_init(&p, &inst, 0, 1.5, &err)) goto inst;
     p.budget_bytes = p.keep_all_peak_bytes / 2;
-    poet_plan_options o = {.quiet = true};
+    poet_plan_options o = {0};
     if (poet_plan("portfolio", &p, &o, &r, &err)) goto problem;
     if (r.status == POET_PLAN_FEASIBLE) {
         poet_sim sim;
@@ -116,7 +116,7 @@ static int run_milp(void)
     poet_plan_result r;
     int rc = 1;
     if (!poet_problem_init(&p, &inst, 112, 1.5, &err)) {
-        poet_plan_options o = {.quiet = true, .time_limit_s = 10};
+        poet_plan_options o = {.time_limit_s = 10};
         if (!poet_plan("milp", &p, &o, &r, &err)) {
             rc = r.status == POET_PLAN_OPTIMAL || r.status == POET_PLAN_FEASIBLE ? 0 : 2;
             poet_plan_result_free(&r);
@@ -142,7 +142,7 @@ static int run_runtime(void)
     if (poet_instance_from_graph(&g, poet_profile_builtin(1), &inst, &err)) goto graph;
     if (poet_problem_init(&p, &inst, 0, 1.5, &err)) goto inst;
     p.budget_bytes = p.keep_all_peak_bytes / 2;
-    poet_plan_options o = {.quiet = true};
+    poet_plan_options o = {0};
     if (poet_plan("paging", &p, &o, &r, &err)) goto problem;
     poet_engine_config cfg = {&g, &p, &r.schedule, NULL, poet_optimizer_default(POET_OPT_ADAM), 1, 0, NULL, NULL};
     if (r.status != POET_PLAN_FEASIBLE || poet_engine_new(&e, &cfg, &err)) goto result;
@@ -184,7 +184,7 @@ static int run_compact(void)
     if (poet_instance_from_graph(&g, poet_profile_builtin(1), &inst, &err)) goto graph;
     if (poet_problem_init(&p, &inst, 0, 1.5, &err)) goto inst;
     p.budget_bytes = p.keep_all_peak_bytes;
-    poet_plan_options o = {.quiet = true};
+    poet_plan_options o = {0};
     if (poet_plan("keep-all", &p, &o, &r, &err)) goto problem;
     poet_engine_config cfg = {&g, &p, &r.schedule, NULL, poet_optimizer_default(POET_OPT_ADAM), 1, 0, NULL, NULL};
     bool planned = r.status == POET_PLAN_OPTIMAL || r.status == POET_PLAN_FEASIBLE;

@@ -18,7 +18,7 @@
 
 static poet_plan_result plan(const char *planner, const poet_problem *p, bool no_paging, bool no_remat)
 {
-    poet_plan_options o = {.time_limit_s = 120, .quiet = true, .deterministic = true, .gap = 1e-9, .no_paging = no_paging,
+    poet_plan_options o = {.time_limit_s = 120, .deterministic = true, .gap = 1e-9, .no_paging = no_paging,
                            .no_remat = no_remat};
     poet_plan_result r;
     poet_err err = {0};
@@ -268,7 +268,7 @@ static void fast_on_larger_graphs(unsigned seed)
         p.budget_bytes = p.min_budget_bytes + span / 8 + (span ? rng_next(&s) % (span / 2 + 1) : 0);
         for (int variant = 0; variant < 3; variant++) {
             bool no_paging = variant == 1, no_remat = variant == 2;
-            poet_plan_options o = {.time_limit_s = 2, .quiet = true, .deterministic = true, .gap = 1e-9, .no_paging = no_paging,
+            poet_plan_options o = {.time_limit_s = 2, .deterministic = true, .gap = 1e-9, .no_paging = no_paging,
                                    .no_remat = no_remat};
             poet_plan_result f;
             CHECK_MSG(poet_plan("fast", &p, &o, &f, &err) == POET_OK, "seed %u variant %d: %s", s, variant, err.msg);
@@ -311,7 +311,7 @@ static void fast_on_a_large_graph(unsigned seed)
         CHECK_MSG(poet_schedule_validate(&p, &sch, &err) == POET_OK, "%s", err.msg);
         poet_schedule_free(&sch);
     }
-    poet_plan_options o = {.time_limit_s = 10, .quiet = true, .deterministic = true};
+    poet_plan_options o = {.time_limit_s = 10, .deterministic = true};
     poet_plan_result f, b = plan("portfolio", &p, false, false);
     CHECK_MSG(poet_plan("fast", &p, &o, &f, &err) == POET_OK, "%s", err.msg);
     printf("fate search on %d nodes: %s; fast %.6g J, best baseline %.6g J\n", p.T,
@@ -548,7 +548,7 @@ static void fast_says_which_budget_would_do(void)
     poet_instance inst;
     poet_problem p;
     load(POET_TEST_DATA "/random/dag_1__m4.json", 3259, 1.408, &inst, &p);
-    poet_plan_options o = {.time_limit_s = 6, .quiet = true, .deterministic = true};
+    poet_plan_options o = {.time_limit_s = 6, .deterministic = true};
     poet_plan_result r;
     poet_err err = {0};
     CHECK_MSG(poet_plan("fast", &p, &o, &r, &err) == POET_OK, "%s", err.msg);
@@ -577,7 +577,7 @@ static void writes_mps(void)
     int fd = mkstemp(base);
     close(fd);
     unlink(base);
-    poet_plan_options o = {.time_limit_s = 60, .quiet = true, .write_mps = base};
+    poet_plan_options o = {.time_limit_s = 60, .write_mps = base};
     poet_plan_result r;
     CHECK(poet_plan("milp", &p, &o, &r, &err) == POET_OK);
     CHECK_MSG(r.status == POET_PLAN_OPTIMAL, "transformer at 90%%: %s", poet_plan_status_str(r.status));

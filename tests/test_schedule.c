@@ -211,7 +211,7 @@ static void test_random_graphs(unsigned seed)
             uint64_t span = p.keep_all_peak_bytes - p.min_budget_bytes;
             p.budget_bytes = p.min_budget_bytes + (span ? rng_next(&s0) % (span + 1) : 0);
             poet_plan_result r;
-            poet_plan_options o = {.quiet = true};
+            poet_plan_options o = {0};
             poet_status st = poet_plan(poet_planner_info(k)->name, &p, &o, &r, &err);
             CHECK_MSG(st == POET_OK, "seed %u planner %s: %s", s0, poet_planner_info(k)->name, err.msg);
             if (st || r.status != POET_PLAN_FEASIBLE) continue;
@@ -253,7 +253,7 @@ static void test_binary_robustness(void)
         if (poet_planner_info(k)->variants) continue;
         p.budget_bytes = p.keep_all_peak_bytes / 2;
         poet_plan_result r;
-        poet_plan_options o = {.quiet = true};
+        poet_plan_options o = {0};
         CHECK(poet_plan(poet_planner_info(k)->name, &p, &o, &r, &err) == POET_OK);
         if (r.status != POET_PLAN_FEASIBLE) continue;
         uint8_t *bin = NULL;

@@ -421,7 +421,7 @@ static int keep_all_weights(emulation *em, char sha[65])
     poet_problem p;
     poet_plan_result r = {0};
     poet_err err = {0};
-    poet_plan_options o = {.threads = 1, .quiet = true, .deterministic = true};
+    poet_plan_options o = {.threads = 1, .deterministic = true};
     int rc = 0;
     if (poet_problem_init(&p, &em->s.inst, 0, em->v.rho, &err)) return lib_error(&err);
     p.budget_bytes = p.keep_all_peak_bytes;

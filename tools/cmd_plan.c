@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "progress_line.h"
 #include "report.h"
 static const char PLAN_HELP[] =
     "usage: poet plan (--model NAME --device DEV [--batch N] [--train SPEC] | --instance FILE)\n"
@@ -51,6 +52,20 @@ static int simulate_on(const poet_instance *inst, const poet_problem *p, const p
     poet_status st = poet_simulate(&q, s, out, NULL, &err);
     poet_problem_free(&q);
     return st ? lib_error(&err) : 0;
+}
+
+/* poet_plan with the progress line drawn on stderr, unless quiet. */
+static poet_status plan_drawn(const char *name, const poet_problem *p, const poet_plan_options *o, bool quiet,
+                              poet_plan_result *r, poet_err *err)
+{
+    if (quiet) return poet_plan(name, p, o, r, err);
+    progress_line line;
+    progress_line_start(&line);
+    poet_plan_options drawn = *o;
+    drawn.progress = progress_line_report, drawn.progress_ctx = &line;
+    poet_status st = poet_plan(name, p, &drawn, r, err);
+    progress_line_stop(&line);
+    return st;
 }
 
 int cmd_plan(int argc, char **argv)
@@ -110,13 +125,12 @@ int cmd_plan(int argc, char **argv)
     }
     if (!(rc = resolve_budget("plan", budget, &p, poet_optimizer_slots(POET_OPT_SGD), &bytes))) {
         p.budget_bytes = bytes;
-        poet_plan_options o = {.time_limit_s = seconds, .threads = n_threads, .quiet = quiet,
-                               .deterministic = deterministic, .no_paging = no_paging, .no_remat = no_remat,
+        poet_plan_options o = {.time_limit_s = seconds, .threads = n_threads, .deterministic = deterministic, .no_paging = no_paging, .no_remat = no_remat,
                                .write_mps = mps, .gap = gap};
         poet_plan_result r;
         poet_sim sim;
         bool have = false;
-        if (poet_plan(name, &p, &o, &r, &err)) {
+        if (plan_drawn(name, &p, &o, quiet, &r, &err)) {
             rc = lib_error(&err);
         } else {
             have = r.status == POET_PLAN_OPTIMAL || r.status == POET_PLAN_FEASIBLE;

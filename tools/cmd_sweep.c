@@ -260,7 +260,7 @@ static int run_sweep(const sweep_args *a, poet_instance *inst)
     if (!rc) {
         for (int b = 0; b < n_budgets; b++)
             budgets[b] = lo + (uint64_t)((double)(hi - lo) * b / (n_budgets - 1));
-        poet_plan_options o = {.time_limit_s = seconds, .threads = 1, .quiet = true, .deterministic = true};
+        poet_plan_options o = {.time_limit_s = seconds, .threads = 1, .deterministic = true};
         int quiet = a->quiet || a->json;
         if (poet_sweep(inst, series, n_series, budgets, n_budgets, factors, n_factors, &o, pts, on_point, &quiet, &err))
             rc = lib_error(&err);

@@ -70,7 +70,7 @@ static int plan_now(const char *cmd, session *s, const train_opts *t, const trai
     if (poet_problem_init(&s->p, &s->inst, 0, v->rho, &err)) return lib_error(&err);
     int rc = resolve_budget(cmd, t->budget, &s->p, poet_optimizer_slots(v->opt.kind), &s->p.budget_bytes);
     if (rc) return rc;
-    poet_plan_options o = {.time_limit_s = v->time_limit_s, .threads = 1, .quiet = true, .deterministic = true};
+    poet_plan_options o = {.time_limit_s = v->time_limit_s, .threads = 1, .deterministic = true};
     if (poet_plan(v->planner, &s->p, &o, &s->plan, &err)) return lib_error(&err);
     if (s->plan.status != POET_PLAN_OPTIMAL && s->plan.status != POET_PLAN_FEASIBLE) {
         fprintf(stderr, "poet: cannot train %s under %llu B: planner %s says %s%s%s\n", what,

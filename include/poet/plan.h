@@ -20,10 +20,24 @@ typedef enum poet_plan_status {
 
 const char *poet_plan_status_str(poet_plan_status s);
 
+/* How far a planner run has come: the planner, what it does now, the
+ * least energy of a schedule it holds and the largest lower bound it has
+ * proven (INFINITY and -INFINITY while it has none), and the seconds since
+ * it started; done on the last report. */
+typedef struct poet_plan_progress {
+    const char *planner, *phase;
+    double energy_j, bound_j, seconds;
+    bool done;
+} poet_plan_progress;
+
 typedef struct poet_plan_options {
     double time_limit_s;   /* wall clock; <= 0 means the planner's default */
     int threads;           /* <= 0: one */
-    bool quiet;            /* no progress on stderr */
+    /* called on the planning thread when the run starts, whenever its
+     * phase, best energy or bound changes, and when it ends (NULL: never);
+     * poet itself prints nothing */
+    void (*progress)(void *ctx, const poet_plan_progress *p);
+    void *progress_ctx;
     bool deterministic;    /* fixed seeds, so that a run can be repeated */
     bool no_paging;        /* remat only (planners with variants) */
     bool no_remat;         /* paging only (planners with variants) */

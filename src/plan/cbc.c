@@ -44,7 +44,7 @@ void start_free(mip_start *s) { free(s->idx), free(s->val); }
  * thread, no log, reproducible, to a proof. */
 poet_plan_options quiet_cbc(void)
 {
-    return (poet_plan_options){.threads = 1, .quiet = true, .deterministic = true, .gap = 1e-9};
+    return (poet_plan_options){.threads = 1, .deterministic = true, .gap = 1e-9};
 }
 
 /* ---- progress ----

@@ -109,7 +109,7 @@ static poet_dev *patch_device(void)
     poet_dev_memory need;
     uint8_t *img = NULL;
     size_t len = 0;
-    poet_plan_options po = {.threads = 1, .quiet = true, .deterministic = true};
+    poet_plan_options po = {.threads = 1, .deterministic = true};
     poet_export_options eo = {poet_optimizer_default(POET_OPT_SGD), 1, 0, NULL, NULL};
     if (poet_zoo_build("mlp_digits", 8, &g, NULL)) return NULL;
     if (!poet_profile_find("m4", &dev, NULL) && !poet_instance_from_graph(&g, &dev, &inst, NULL)) {
