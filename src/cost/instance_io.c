@@ -205,16 +205,14 @@ poet_status poet_instance_parse_json(const char *text, size_t len, poet_instance
     return st;
 }
 
+static poet_status parse_instance(void *out, const char *text, size_t len, poet_err *err)
+{
+    return poet_instance_parse_json(text, len, out, err);
+}
+
 poet_status poet_instance_read_file(const char *path, poet_instance *out, poet_err *err)
 {
-    char *text = NULL;
-    size_t len = 0;
-    poet_status st = poet_read_file(path, &text, &len, err);
-    if (st) return st;
-    poet_err inner = {0};
-    st = poet_instance_parse_json(text, len, out, &inner);
-    free(text);
-    return st ? poet_fail(err, st, "%s: %s", path, inner.msg) : POET_OK;
+    return read_parsed(path, parse_instance, out, err);
 }
 
 static cJSON *node_to_cjson(const poet_cnode *c)

@@ -161,6 +161,11 @@ poet_status device_from_poet_chipset(const cJSON *c, const char *name, poet_prof
     return POET_OK;
 }
 
+static poet_status parse_profile(void *out, const char *text, size_t len, poet_err *err)
+{
+    return poet_profile_parse_json(text, len, out, err);
+}
+
 poet_status poet_profile_find(const char *name_or_path, poet_profile *out, poet_err *err)
 {
     const char *s = name_or_path ? name_or_path : "";
@@ -174,15 +179,7 @@ poet_status poet_profile_find(const char *name_or_path, poet_profile *out, poet_
     if (!is_path)
         return poet_fail(err, POET_ERR_NOT_FOUND,
                          "unknown device '%s' (built in: m0, m4, a72, a72nocache, jetsontx2; or a .json profile)", s);
-    char *text = NULL;
-    size_t len = 0;
-    poet_status st = poet_read_file(s, &text, &len, err);
-    if (st) return st;
-    poet_err inner = {0};
-    st = poet_profile_parse_json(text, len, out, &inner);
-    free(text);
-    if (st) return poet_fail(err, st, "%s: %s", s, inner.msg);
-    return POET_OK;
+    return read_parsed(s, parse_profile, out, err);
 }
 
 double poet_cost_compute_time_s(const poet_profile *d, double flops) { return flops / d->flops_per_s; }

@@ -323,3 +323,15 @@ void poet_unlock(int lock)
 {
     if (lock >= 0) close(lock);
 }
+
+poet_status read_parsed(const char *path, text_parser parse, void *out, poet_err *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    poet_status st = poet_read_file(path, &text, &len, err);
+    if (st) return st;
+    poet_err inner = {0};
+    st = parse(out, text, len, &inner);
+    free(text);
+    return st ? poet_fail(err, st, "%s: %s", path, inner.msg) : POET_OK;
+}
