@@ -5,7 +5,8 @@ given a build folder, on the calls.
 Each folder of src/ is a module and may use its own code and that of the
 modules USES names for it: include their headers (but never another
 module's internal.h) and public headers (include/poet/, by OWNER), and
-call what they define (read from the object files with nm). tools/ sees
+call what they define (read from the object files with nm), and name
+what they export with a prefix of theirs (PREFIXES). tools/ sees
 the public headers alone; the public headers a device builds with see
 only each other and freestanding ones; base, ops and device include no
 host header. No two files of the library or the tool call each other in a
@@ -39,6 +40,23 @@ OWNER = {
     "file.h": "host", "storage.h": "host", "graph.h": "graph", "cost.h": "cost", "schedule.h": "schedule",
     "plan.h": "plan", "engine.h": "runtime", "train.h": "runtime", "patch.h": "runtime", "runtime.h": "runtime",
     "update.h": "learn", "dress.h": "learn", "quantize.h": "learn", "onnx.h": "onnx", "poet.h": None,
+}
+# Besides poet_ (the public API), the prefixes a module's external symbols
+# may have: libpoet and libpoet_device are linked into other people's
+# programs and firmware, where a bare gemm or find would collide.
+PREFIXES = {
+    "base": ["sha256_", "crc32_"],
+    "ops": ["op_"],
+    "device": ["kernel_", "image_"],
+    "host": ["host_", "apart_", "json_"],
+    "graph": [],
+    "cost": ["profile_", "instance_"],
+    "schedule": ["stage_", "placed_", "later_", "mem_trace_"],
+    "plan": ["plan_", "lp_", "csc_", "cbc_", "clp_", "glpk_", "mip_", "form_", "milp_", "fast_", "fates_", "greedy_",
+             "progress_"],
+    "runtime": ["dma_", "image_"],
+    "learn": [],
+    "onnx": ["im_", "onnx_", "attr_", "tensor_", "fold_", "reshape_", "squeeze_"],
 }
 # a source longer than this states why at its top ("Long because ...")
 MAX_LINES = 800
@@ -205,6 +223,10 @@ def check_calls(root, build):
     for src, obj in objs:
         defined, undefined = symbols(obj)
         needs[src] = undefined
+        mod = module_of(src)
+        for s in sorted(defined):
+            if mod != "tools" and not s.startswith(tuple(["poet_"] + PREFIXES.get(mod, []))):
+                problems.append(f"{src}: defines {s}, which lacks poet_ or a prefix of {mod}'s (PREFIXES)")
         for s in defined:
             # a symbol defined twice (poet_fail: base's for a board, host's
             # on a host) belongs to the lower module, whose interface it is

@@ -101,7 +101,7 @@ static poet_status parse_reference(const cJSON *doc, poet_instance *inst, poet_e
         return poet_fail(err, POET_ERR_INVALID, "%s: num_edges is %lld but there are %d edges", what,
                          (long long)num_edges, cJSON_GetArraySize(edges));
     inst->batch = (int)batch;
-    if ((st = device_from_poet_chipset(cJSON_GetObjectItemCaseSensitive(doc, "chipset"), platform, &inst->device,
+    if ((st = profile_from_poet_chipset(cJSON_GetObjectItemCaseSensitive(doc, "chipset"), platform, &inst->device,
                                        err)))
         return st;
     if ((st = alloc_instance(inst, (int)T, cJSON_GetArraySize(edges), err))) return st;
@@ -156,7 +156,7 @@ static poet_status parse_own(const cJSON *doc, poet_instance *inst, poet_err *er
     if (!st) st = json_number(doc, "buffer_bytes", 0, BIG, false, NAN, &inst->buffer_bytes, what, err);
     if (!st) st = json_bool(doc, "runnable", false, false, &inst->runnable, what, err);
     if (!st)
-        st = device_from_cjson(cJSON_GetObjectItemCaseSensitive(doc, "device"), &inst->device, "poet graph device",
+        st = profile_from_cjson(cJSON_GetObjectItemCaseSensitive(doc, "device"), &inst->device, "poet graph device",
                                err);
     if (!st) st = array_field(doc, "nodes", what, &nodes, err);
     if (!st) st = array_field(doc, "edges", what, &edges, err);
@@ -212,7 +212,7 @@ static poet_status parse_instance(void *out, const char *text, size_t len, poet_
 
 poet_status poet_instance_read_file(const char *path, poet_instance *out, poet_err *err)
 {
-    return read_parsed(path, parse_instance, out, err);
+    return host_read_parsed(path, parse_instance, out, err);
 }
 
 static cJSON *node_to_cjson(const poet_cnode *c)
@@ -255,7 +255,7 @@ static bool add_nodes_edges(cJSON *doc, const poet_instance *inst)
 cJSON *instance_to_cjson(const poet_instance *inst)
 {
     cJSON *doc = cJSON_CreateObject();
-    cJSON *dev = device_to_cjson(&inst->device);
+    cJSON *dev = profile_to_cjson(&inst->device);
     bool ok = doc && dev && cJSON_AddStringToObject(doc, "format", "poet-graph") &&
               json_add_exact(doc, "version", 1) && cJSON_AddStringToObject(doc, "model", inst->model) &&
               json_add_exact(doc, "batch", inst->batch) &&

@@ -59,7 +59,7 @@ poet_status poet_profile_validate(const poet_profile *d, poet_err *err)
     return POET_OK;
 }
 
-poet_status device_from_cjson(const cJSON *obj, poet_profile *out, const char *what, poet_err *err)
+poet_status profile_from_cjson(const cJSON *obj, poet_profile *out, const char *what, poet_err *err)
 {
     static const char *const keys[] = {"format", "version", "name", "description", "flops_per_s", "flops_per_j",
                                        "pagein_latency_s", "pagein_bytes_per_s", "pageout_latency_s",
@@ -105,12 +105,12 @@ poet_status poet_profile_parse_json(const char *text, size_t len, poet_profile *
     cJSON *doc = NULL;
     poet_status st = json_parse(text, len, "device profile", &doc, err);
     if (st) return st;
-    st = device_from_cjson(doc, out, "device profile", err);
+    st = profile_from_cjson(doc, out, "device profile", err);
     cJSON_Delete(doc);
     return st;
 }
 
-cJSON *device_to_cjson(const poet_profile *d)
+cJSON *profile_to_cjson(const poet_profile *d)
 {
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
@@ -135,7 +135,7 @@ cJSON *device_to_cjson(const poet_profile *d)
     return o;
 }
 
-poet_status device_from_poet_chipset(const cJSON *c, const char *name, poet_profile *out, poet_err *err)
+poet_status profile_from_poet_chipset(const cJSON *c, const char *name, poet_profile *out, poet_err *err)
 {
     const char *what = "POET chipset";
     if (!cJSON_IsObject(c)) return poet_fail(err, POET_ERR_INVALID, "%s: expected an object", what);
@@ -179,7 +179,7 @@ poet_status poet_profile_find(const char *name_or_path, poet_profile *out, poet_
     if (!is_path)
         return poet_fail(err, POET_ERR_NOT_FOUND,
                          "unknown device '%s' (built in: m0, m4, a72, a72nocache, jetsontx2; or a .json profile)", s);
-    return read_parsed(s, parse_profile, out, err);
+    return host_read_parsed(s, parse_profile, out, err);
 }
 
 double poet_cost_compute_time_s(const poet_profile *d, double flops) { return flops / d->flops_per_s; }

@@ -93,7 +93,7 @@ static void scatter_patches(const float *rows, conv_dims d, idx p0, idx np, floa
 }
 
 
-void conv_forward(const kernel_ctx *c)
+void kernel_conv_forward(const kernel_ctx *c)
 {
     conv_dims d = conv_dims_of(c->n, node_in(c, 0));
     const float *bias = conv_has_bias(c->n) ? c->params + d.F * d.KK : NULL;
@@ -109,7 +109,7 @@ void conv_forward(const kernel_ctx *c)
                 gemm_args g = {c->params + gr * d.FG * d.KK, d.KK, 1, direct ? x + p0 : c->work, direct ? d.PP : np, 1,
                                d.KK, c->out + (n * d.F + gr * d.FG) * d.PP + p0, d.PP, bias ? bias + gr * d.FG : NULL,
                                false};
-                gemm(&g, d.FG, np);
+                kernel_gemm(&g, d.FG, np);
             }
         }
 }
@@ -125,7 +125,7 @@ static void conv_backward_input(const kernel_ctx *c, conv_dims d, const float *d
                 /* rows[p][k] = sum over f of dy[f][p] w[f][k], from +0 */
                 gemm_args g = {dy + (n * d.F + gr * d.FG) * d.PP + p0, 1, d.PP, c->params + gr * d.FG * d.KK, d.KK, 1,
                                d.FG, c->work, d.KK, NULL, false};
-                gemm(&g, np, d.KK);
+                kernel_gemm(&g, np, d.KK);
                 scatter_patches(c->work, d, p0, np, c->out + (n * d.C + gr * d.CG) * d.H * d.W);
             }
 }
@@ -151,18 +151,18 @@ static void conv_backward_params(const kernel_ctx *c, conv_dims d, const grad_re
                 /* dw[f][k] += sum over p of dy[f][p] row[p][k] */
                 gemm_args g = {dy + (n * d.F + gr * d.FG) * d.PP + p0, d.PP, 1, c->work, k.KK, 1, np,
                                dw + gr * d.FG * k.KK, k.KK, NULL, true};
-                gemm(&g, d.FG, k.KK);
+                kernel_gemm(&g, d.FG, k.KK);
             }
     float *db = c->grad_b;
     if (!db) return;
     for (idx f = 0; f < d.F; f++) {
         float s = 0.0f;
-        for (idx n = 0; n < d.N; n++) s += sum8(dy + (n * d.F + f) * d.PP, d.PP);
+        for (idx n = 0; n < d.N; n++) s += kernel_sum8(dy + (n * d.F + f) * d.PP, d.PP);
         db[f] = s;
     }
 }
 
-void conv_backward(const kernel_ctx *c)
+void kernel_conv_backward(const kernel_ctx *c)
 {
     grad_reads r = reads_of(c);
     conv_dims d = conv_dims_of(fwd_of(c), fwd_in(c, 0));

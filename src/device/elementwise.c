@@ -69,7 +69,7 @@ static float unary_backward(const knode *f, float dy, float x, float y)
     }
 }
 
-void unary_run_forward(const kernel_ctx *c)
+void kernel_unary_run_forward(const kernel_ctx *c)
 {
     idx total = numel(c->n);
     for (idx i = 0; i < total; i++) c->out[i] = unary_forward(c->n, c->in[0][i]);
@@ -82,7 +82,7 @@ static uint32_t mask_word(const float *words, idx w)
     return bits;
 }
 
-void relu_mask_forward(const kernel_ctx *c)
+void kernel_relu_mask_forward(const kernel_ctx *c)
 {
     const float *y = c->in[0];
     idx total = numel(node_in(c, 0));
@@ -93,7 +93,7 @@ void relu_mask_forward(const kernel_ctx *c)
     }
 }
 
-void unary_run_backward(const kernel_ctx *c)
+void kernel_unary_run_backward(const kernel_ctx *c)
 {
     grad_reads g = reads_of(c);
     const knode *f = fwd_of(c);
@@ -105,14 +105,14 @@ void unary_run_backward(const kernel_ctx *c)
     for (idx i = 0; i < total; i++) c->out[i] = unary_backward(f, g.dy[i], g.x0 ? g.x0[i] : 0.0f, g.y ? g.y[i] : 0.0f);
 }
 
-void dropout_forward(const kernel_ctx *c)
+void kernel_dropout_forward(const kernel_ctx *c)
 {
     idx total = numel(c->n);
     for (idx i = 0; i < total; i++)
         c->out[i] = c->training ? c->in[0][i] * dropout_scale(c, c->n->inputs[0], i, c->n->attrs.p) : c->in[0][i];
 }
 
-void dropout_backward(const kernel_ctx *c)
+void kernel_dropout_backward(const kernel_ctx *c)
 {
     const knode *f0 = fwd_of(c);
     grad_reads g = reads_of(c);
@@ -222,7 +222,7 @@ static void add_padded_forward(const kernel_ctx *c)
             c->out[n * per_a + i] = c->in[0][n * per_a + i] + (i < per_b ? c->in[1][n * per_b + i] : 0.0f);
 }
 
-void binary_forward(const kernel_ctx *c)
+void kernel_binary_forward(const kernel_ctx *c)
 {
     if (add_padded(c->nodes, c->n)) {
         add_padded_forward(c);
@@ -249,7 +249,7 @@ static void binary_grad_of(const knode *f, const operands *p, const float *dy, b
     }
 }
 
-void binary_backward(const kernel_ctx *c)
+void kernel_binary_backward(const kernel_ctx *c)
 {
     const knode *f = fwd_of(c);
     grad_reads g = reads_of(c);
@@ -271,7 +271,7 @@ void binary_backward(const kernel_ctx *c)
 
 /* prelu: x above 0, slope x below; the slope's gradient sums x dY below 0
  * over where it was broadcast, in the output's order */
-void prelu_forward(const kernel_ctx *c)
+void kernel_prelu_forward(const kernel_ctx *c)
 {
     const knode *x = node_in(c, 0);
     const float *in = c->in[0], *slope = c->params;
@@ -279,7 +279,7 @@ void prelu_forward(const kernel_ctx *c)
     FOR_BCAST(bc, o, ia, ib, c->out[o] = in[ia] > 0 ? in[ia] : slope[ib] * in[ia]);
 }
 
-void prelu_backward(const kernel_ctx *c)
+void kernel_prelu_backward(const kernel_ctx *c)
 {
     const knode *f = fwd_of(c), *x = fwd_in(c, 0);
     grad_reads g = reads_of(c);

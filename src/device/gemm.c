@@ -84,7 +84,7 @@ static void gemm_edge(const gemm_args *g, idx i0, idx ni, idx v0, idx nv)
         }
 }
 
-void gemm(const gemm_args *g, idx ni, idx nv)
+void kernel_gemm(const gemm_args *g, idx ni, idx nv)
 {
     idx rows = g->bs == 1 ? ni / MR * MR : 0, wide = nv / (WIDE * VL) * (WIDE * VL), narrow = nv / VL * VL;
     for (idx i = 0; i < rows; i += MR) {

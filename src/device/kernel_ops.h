@@ -57,33 +57,33 @@ static inline grad_reads reads_of(const kernel_ctx *c)
 
 /* sums in eight fixed lanes */
 
-static inline float lanes_total(const float l[8], float tail)
+static inline float kernel_lanes_total(const float l[8], float tail)
 {
     return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])) + tail;
 }
 
-static inline float dot8(const float *a, const float *b, idx n)
+static inline float kernel_dot8(const float *a, const float *b, idx n)
 {
     float l[8] = {0}, tail = 0;
     idx i = 0;
     for (; i + 8 <= n; i += 8)
         for (int k = 0; k < 8; k++) l[k] += a[i + k] * b[i + k];
     for (; i < n; i++) tail += a[i] * b[i];
-    return lanes_total(l, tail);
+    return kernel_lanes_total(l, tail);
 }
 
-static inline float sum8(const float *a, idx n)
+static inline float kernel_sum8(const float *a, idx n)
 {
     float l[8] = {0}, tail = 0;
     idx i = 0;
     for (; i + 8 <= n; i += 8)
         for (int k = 0; k < 8; k++) l[k] += a[i + k];
     for (; i < n; i++) tail += a[i];
-    return lanes_total(l, tail);
+    return kernel_lanes_total(l, tail);
 }
 
 /* sum8 of (a[i] - mean)^2 */
-static inline float sqdev8(const float *a, float mean, idx n)
+static inline float kernel_sqdev8(const float *a, float mean, idx n)
 {
     float l[8] = {0}, tail = 0;
     idx i = 0;
@@ -96,18 +96,18 @@ static inline float sqdev8(const float *a, float mean, idx n)
         float v = a[i] - mean;
         tail += v * v;
     }
-    return lanes_total(l, tail);
+    return kernel_lanes_total(l, tail);
 }
 
 /* sum8 of dy[i] * ((x[i] - mean) * inv) */
-static inline float dot_xhat8(const float *dy, const float *x, float mean, float inv, idx n)
+static inline float kernel_dot_xhat8(const float *dy, const float *x, float mean, float inv, idx n)
 {
     float l[8] = {0}, tail = 0;
     idx i = 0;
     for (; i + 8 <= n; i += 8)
         for (int k = 0; k < 8; k++) l[k] += dy[i + k] * ((x[i + k] - mean) * inv);
     for (; i < n; i++) tail += dy[i] * ((x[i] - mean) * inv);
-    return lanes_total(l, tail);
+    return kernel_lanes_total(l, tail);
 }
 
 
@@ -129,13 +129,13 @@ static inline plane_dims planes_of(const knode *x)
     return (plane_dims){x->dim[0], x->dim[1], (idx)x->numel / ((idx)x->dim[0] * x->dim[1])};
 }
 /* Elements before the axis, along it, and after it. */
-static inline void around_axis(const knode *x, int axis, idx *outer, idx *along, idx *inner)
+static inline void kernel_around_axis(const knode *x, int axis, idx *outer, idx *along, idx *inner)
 {
     *outer = 1, *inner = 1, *along = x->dim[axis];
     for (int i = 0; i < axis; i++) *outer *= x->dim[i];
     for (int i = axis + 1; i < x->ndim; i++) *inner *= x->dim[i];
 }
-static inline void copy_forward(const kernel_ctx *c, const float *src)
+static inline void kernel_copy_forward(const kernel_ctx *c, const float *src)
 {
     memcpy(c->out, src, (size_t)numel(c->n) * sizeof(float));
 }
@@ -155,49 +155,49 @@ typedef struct gemm_args {
     const float *bias; /* or NULL */
     bool accumulate;
 } gemm_args;
-void gemm(const gemm_args *g, idx ni, idx nv);
+void kernel_gemm(const gemm_args *g, idx ni, idx nv);
 
 /* each family's kernels */
-void attn_context_backward(const kernel_ctx *c);
-void attn_context_forward(const kernel_ctx *c);
-void attn_scores_backward(const kernel_ctx *c);
-void attn_scores_forward(const kernel_ctx *c);
-void batchnorm_backward(const kernel_ctx *c);
-void batchnorm_forward(const kernel_ctx *c);
-void binary_backward(const kernel_ctx *c);
-void binary_forward(const kernel_ctx *c);
-void channel_select_forward(const kernel_ctx *c);
-void concat_backward(const kernel_ctx *c);
-void concat_forward(const kernel_ctx *c);
-void conv_backward(const kernel_ctx *c);
-void conv_forward(const kernel_ctx *c);
-void dropout_backward(const kernel_ctx *c);
-void dropout_forward(const kernel_ctx *c);
-void global_avgpool_backward(const kernel_ctx *c);
-void global_avgpool_forward(const kernel_ctx *c);
-void layernorm_backward(const kernel_ctx *c);
-void layernorm_forward(const kernel_ctx *c);
-void linear_backward(const kernel_ctx *c);
-void linear_forward(const kernel_ctx *c);
-void matmul_backward(const kernel_ctx *c);
-void matmul_forward(const kernel_ctx *c);
-void pool_backward(const kernel_ctx *c, bool max);
-void pool_forward(const kernel_ctx *c, bool max);
-void pool_index_forward(const kernel_ctx *c);
-void prelu_backward(const kernel_ctx *c);
-void prelu_forward(const kernel_ctx *c);
-void relu_mask_forward(const kernel_ctx *c);
-void slice_backward(const kernel_ctx *c);
-void slice_forward(const kernel_ctx *c);
-void softmax_backward(const kernel_ctx *c);
-void softmax_ce_backward(const kernel_ctx *c);
-void softmax_ce_forward(const kernel_ctx *c);
-void softmax_forward(const kernel_ctx *c);
-void transpose_backward(const kernel_ctx *c);
-void transpose_forward(const kernel_ctx *c);
-void unary_run_backward(const kernel_ctx *c);
-void unary_run_forward(const kernel_ctx *c);
-void upsample2d_backward(const kernel_ctx *c);
-void upsample2d_forward(const kernel_ctx *c);
+void kernel_attn_context_backward(const kernel_ctx *c);
+void kernel_attn_context_forward(const kernel_ctx *c);
+void kernel_attn_scores_backward(const kernel_ctx *c);
+void kernel_attn_scores_forward(const kernel_ctx *c);
+void kernel_batchnorm_backward(const kernel_ctx *c);
+void kernel_batchnorm_forward(const kernel_ctx *c);
+void kernel_binary_backward(const kernel_ctx *c);
+void kernel_binary_forward(const kernel_ctx *c);
+void kernel_channel_select_forward(const kernel_ctx *c);
+void kernel_concat_backward(const kernel_ctx *c);
+void kernel_concat_forward(const kernel_ctx *c);
+void kernel_conv_backward(const kernel_ctx *c);
+void kernel_conv_forward(const kernel_ctx *c);
+void kernel_dropout_backward(const kernel_ctx *c);
+void kernel_dropout_forward(const kernel_ctx *c);
+void kernel_global_avgpool_backward(const kernel_ctx *c);
+void kernel_global_avgpool_forward(const kernel_ctx *c);
+void kernel_layernorm_backward(const kernel_ctx *c);
+void kernel_layernorm_forward(const kernel_ctx *c);
+void kernel_linear_backward(const kernel_ctx *c);
+void kernel_linear_forward(const kernel_ctx *c);
+void kernel_matmul_backward(const kernel_ctx *c);
+void kernel_matmul_forward(const kernel_ctx *c);
+void kernel_pool_backward(const kernel_ctx *c, bool max);
+void kernel_pool_forward(const kernel_ctx *c, bool max);
+void kernel_pool_index_forward(const kernel_ctx *c);
+void kernel_prelu_backward(const kernel_ctx *c);
+void kernel_prelu_forward(const kernel_ctx *c);
+void kernel_relu_mask_forward(const kernel_ctx *c);
+void kernel_slice_backward(const kernel_ctx *c);
+void kernel_slice_forward(const kernel_ctx *c);
+void kernel_softmax_backward(const kernel_ctx *c);
+void kernel_softmax_ce_backward(const kernel_ctx *c);
+void kernel_softmax_ce_forward(const kernel_ctx *c);
+void kernel_softmax_forward(const kernel_ctx *c);
+void kernel_transpose_backward(const kernel_ctx *c);
+void kernel_transpose_forward(const kernel_ctx *c);
+void kernel_unary_run_backward(const kernel_ctx *c);
+void kernel_unary_run_forward(const kernel_ctx *c);
+void kernel_upsample2d_backward(const kernel_ctx *c);
+void kernel_upsample2d_forward(const kernel_ctx *c);
 
 #endif

@@ -7,17 +7,17 @@
 static void grad_sum(const kernel_ctx *c)
 {
     idx total = numel(c->n);
-    copy_forward(c, c->in[0]);
+    kernel_copy_forward(c, c->in[0]);
     for (int k = 1; k < c->n->n_inputs; k++)
         for (idx i = 0; i < total; i++) c->out[i] += c->in[k][i];
 }
 
-static void input_forward(const kernel_ctx *c) { copy_forward(c, c->batch_x); }
-static void pass_forward(const kernel_ctx *c) { copy_forward(c, c->in[0]); }
-static void maxpool_forward(const kernel_ctx *c) { pool_forward(c, true); }
-static void maxpool_backward(const kernel_ctx *c) { pool_backward(c, true); }
-static void avgpool_forward(const kernel_ctx *c) { pool_forward(c, false); }
-static void avgpool_backward(const kernel_ctx *c) { pool_backward(c, false); }
+static void input_forward(const kernel_ctx *c) { kernel_copy_forward(c, c->batch_x); }
+static void pass_forward(const kernel_ctx *c) { kernel_copy_forward(c, c->in[0]); }
+static void maxpool_forward(const kernel_ctx *c) { kernel_pool_forward(c, true); }
+static void maxpool_backward(const kernel_ctx *c) { kernel_pool_backward(c, true); }
+static void avgpool_forward(const kernel_ctx *c) { kernel_pool_forward(c, false); }
+static void avgpool_backward(const kernel_ctx *c) { kernel_pool_backward(c, false); }
 
 typedef void (*kernel_fn)(const kernel_ctx *);
 
@@ -28,44 +28,44 @@ static const struct {
     kernel_fn forward, backward;
 } kernels[POET_OP_COUNT] = {
     [POET_OP_INPUT] = {input_forward, NULL},
-    [POET_OP_CONV2D] = {conv_forward, conv_backward},
-    [POET_OP_BATCHNORM2D] = {batchnorm_forward, batchnorm_backward},
+    [POET_OP_CONV2D] = {kernel_conv_forward, kernel_conv_backward},
+    [POET_OP_BATCHNORM2D] = {kernel_batchnorm_forward, kernel_batchnorm_backward},
     [POET_OP_MAXPOOL2D] = {maxpool_forward, maxpool_backward},
     [POET_OP_AVGPOOL2D] = {avgpool_forward, avgpool_backward},
-    [POET_OP_GLOBAL_AVGPOOL] = {global_avgpool_forward, global_avgpool_backward},
-    [POET_OP_ADD] = {binary_forward, binary_backward},
-    [POET_OP_SUB] = {binary_forward, binary_backward},
-    [POET_OP_MUL] = {binary_forward, binary_backward},
-    [POET_OP_DIV] = {binary_forward, binary_backward},
+    [POET_OP_GLOBAL_AVGPOOL] = {kernel_global_avgpool_forward, kernel_global_avgpool_backward},
+    [POET_OP_ADD] = {kernel_binary_forward, kernel_binary_backward},
+    [POET_OP_SUB] = {kernel_binary_forward, kernel_binary_backward},
+    [POET_OP_MUL] = {kernel_binary_forward, kernel_binary_backward},
+    [POET_OP_DIV] = {kernel_binary_forward, kernel_binary_backward},
     [POET_OP_FLATTEN] = {pass_forward, NULL},
     [POET_OP_RESHAPE] = {pass_forward, NULL},
-    [POET_OP_LINEAR] = {linear_forward, linear_backward},
-    [POET_OP_DROPOUT] = {dropout_forward, dropout_backward},
-    [POET_OP_SOFTMAX_CE] = {softmax_ce_forward, softmax_ce_backward},
-    [POET_OP_LAYERNORM] = {layernorm_forward, layernorm_backward},
-    [POET_OP_SOFTMAX] = {softmax_forward, softmax_backward},
-    [POET_OP_ATTN_SCORES] = {attn_scores_forward, attn_scores_backward},
-    [POET_OP_ATTN_CONTEXT] = {attn_context_forward, attn_context_backward},
-    [POET_OP_MATMUL] = {matmul_forward, matmul_backward},
-    [POET_OP_TRANSPOSE] = {transpose_forward, transpose_backward},
-    [POET_OP_CONCAT] = {concat_forward, concat_backward},
-    [POET_OP_SLICE] = {slice_forward, slice_backward},
-    [POET_OP_UPSAMPLE2D] = {upsample2d_forward, upsample2d_backward},
-    [POET_OP_RELU] = {unary_run_forward, unary_run_backward},
-    [POET_OP_RELU_MASK] = {relu_mask_forward, NULL},
-    [POET_OP_CHANNEL_SELECT] = {channel_select_forward, NULL},
-    [POET_OP_POOL_INDEX] = {pool_index_forward, NULL},
-    [POET_OP_GELU] = {unary_run_forward, unary_run_backward},
-    [POET_OP_SIGMOID] = {unary_run_forward, unary_run_backward},
-    [POET_OP_TANH] = {unary_run_forward, unary_run_backward},
-    [POET_OP_ERF] = {unary_run_forward, unary_run_backward},
-    [POET_OP_HARDSIGMOID] = {unary_run_forward, unary_run_backward},
-    [POET_OP_HARDSWISH] = {unary_run_forward, unary_run_backward},
-    [POET_OP_CLIP] = {unary_run_forward, unary_run_backward},
-    [POET_OP_LEAKY_RELU] = {unary_run_forward, unary_run_backward},
-    [POET_OP_SOFTPLUS] = {unary_run_forward, unary_run_backward},
-    [POET_OP_PRELU] = {prelu_forward, prelu_backward},
-    [POET_OP_ELU] = {unary_run_forward, unary_run_backward},
+    [POET_OP_LINEAR] = {kernel_linear_forward, kernel_linear_backward},
+    [POET_OP_DROPOUT] = {kernel_dropout_forward, kernel_dropout_backward},
+    [POET_OP_SOFTMAX_CE] = {kernel_softmax_ce_forward, kernel_softmax_ce_backward},
+    [POET_OP_LAYERNORM] = {kernel_layernorm_forward, kernel_layernorm_backward},
+    [POET_OP_SOFTMAX] = {kernel_softmax_forward, kernel_softmax_backward},
+    [POET_OP_ATTN_SCORES] = {kernel_attn_scores_forward, kernel_attn_scores_backward},
+    [POET_OP_ATTN_CONTEXT] = {kernel_attn_context_forward, kernel_attn_context_backward},
+    [POET_OP_MATMUL] = {kernel_matmul_forward, kernel_matmul_backward},
+    [POET_OP_TRANSPOSE] = {kernel_transpose_forward, kernel_transpose_backward},
+    [POET_OP_CONCAT] = {kernel_concat_forward, kernel_concat_backward},
+    [POET_OP_SLICE] = {kernel_slice_forward, kernel_slice_backward},
+    [POET_OP_UPSAMPLE2D] = {kernel_upsample2d_forward, kernel_upsample2d_backward},
+    [POET_OP_RELU] = {kernel_unary_run_forward, kernel_unary_run_backward},
+    [POET_OP_RELU_MASK] = {kernel_relu_mask_forward, NULL},
+    [POET_OP_CHANNEL_SELECT] = {kernel_channel_select_forward, NULL},
+    [POET_OP_POOL_INDEX] = {kernel_pool_index_forward, NULL},
+    [POET_OP_GELU] = {kernel_unary_run_forward, kernel_unary_run_backward},
+    [POET_OP_SIGMOID] = {kernel_unary_run_forward, kernel_unary_run_backward},
+    [POET_OP_TANH] = {kernel_unary_run_forward, kernel_unary_run_backward},
+    [POET_OP_ERF] = {kernel_unary_run_forward, kernel_unary_run_backward},
+    [POET_OP_HARDSIGMOID] = {kernel_unary_run_forward, kernel_unary_run_backward},
+    [POET_OP_HARDSWISH] = {kernel_unary_run_forward, kernel_unary_run_backward},
+    [POET_OP_CLIP] = {kernel_unary_run_forward, kernel_unary_run_backward},
+    [POET_OP_LEAKY_RELU] = {kernel_unary_run_forward, kernel_unary_run_backward},
+    [POET_OP_SOFTPLUS] = {kernel_unary_run_forward, kernel_unary_run_backward},
+    [POET_OP_PRELU] = {kernel_prelu_forward, kernel_prelu_backward},
+    [POET_OP_ELU] = {kernel_unary_run_forward, kernel_unary_run_backward},
 };
 
 /* The kernel of a node: a forward op's own, a grad node's its forward op's

@@ -4,7 +4,7 @@
 
 /* ---- linear: y = x W^T + b over the last dimension ---- */
 
-void linear_forward(const kernel_ctx *c)
+void kernel_linear_forward(const kernel_ctx *c)
 {
     const knode *x = node_in(c, 0);
     idx I = last_dim(x), R = numel(x) / I, O = c->n->attrs.features;
@@ -12,12 +12,12 @@ void linear_forward(const kernel_ctx *c)
     const float *w = c->params, *b = c->params + O * I;
     for (idx r = 0; r < R; r++)
         for (idx o = 0; o < O; o++) {
-            float s = dot8(c->in[0] + r * I, w + o * I, I);
+            float s = kernel_dot8(c->in[0] + r * I, w + o * I, I);
             c->out[r * O + o] = bias ? s + b[o] : s;
         }
 }
 
-void linear_backward(const kernel_ctx *c)
+void kernel_linear_backward(const kernel_ctx *c)
 {
     grad_reads g = reads_of(c);
     const knode *f0 = fwd_of(c), *x = fwd_in(c, 0);
@@ -54,7 +54,7 @@ void linear_backward(const kernel_ctx *c)
 }
 
 /* The listed channels of the input, in their order. */
-void channel_select_forward(const kernel_ctx *c)
+void kernel_channel_select_forward(const kernel_ctx *c)
 {
     const knode *x = node_in(c, 0);
     idx axis = c->n->attrs.axis, C = x->dim[axis], S = c->n->attrs.features, outer = 1, inner = 1;
@@ -89,20 +89,20 @@ static mm_dims mm_dims_of(const knode *y, const knode *a, const knode *b)
     return d;
 }
 
-void matmul_forward(const kernel_ctx *c)
+void kernel_matmul_forward(const kernel_ctx *c)
 {
     mm_dims d = mm_dims_of(c->n, node_in(c, 0), node_in(c, 1));
     for (idx i = 0, t = 0; i < d.lead[0]; i++)
         for (idx j = 0; j < d.lead[1]; j++, t++) {
             gemm_args g = {c->in[0] + i * d.sa[0] + j * d.sa[1], d.K, 1, c->in[1] + i * d.sb[0] + j * d.sb[1], d.N, 1,
                            d.K, c->out + t * d.M * d.N, d.N, NULL, false};
-            gemm(&g, d.M, d.N);
+            kernel_gemm(&g, d.M, d.N);
         }
 }
 
 /* dA = dY B^T and dB = A^T dY, each summed over the batches it was
  * broadcast across, in batch order. */
-void matmul_backward(const kernel_ctx *c)
+void kernel_matmul_backward(const kernel_ctx *c)
 {
     const knode *f = fwd_of(c);
     grad_reads r = reads_of(c);
@@ -119,7 +119,7 @@ void matmul_backward(const kernel_ctx *c)
             else /* dB[k][n] += sum over m of A[m][k] dY[m][n] */
                 g = (gemm_args){r.x0 + i * d.sa[0] + j * d.sa[1], 1, d.K, dy, d.N, 1, d.M,
                                 c->out + i * d.sb[0] + j * d.sb[1], d.N, NULL, true};
-            gemm(&g, wrt_a ? d.M : d.K, wrt_a ? d.K : d.N);
+            kernel_gemm(&g, wrt_a ? d.M : d.K, wrt_a ? d.K : d.N);
         }
 }
 

@@ -31,12 +31,12 @@ static void transpose_walk(const knode *y, const knode *x, const int32_t *perm, 
                 }
 }
 
-void transpose_forward(const kernel_ctx *c)
+void kernel_transpose_forward(const kernel_ctx *c)
 {
     transpose_walk(c->n, node_in(c, 0), c->n->attrs.perm, c->out, c->in[0], NULL, NULL);
 }
 
-void transpose_backward(const kernel_ctx *c)
+void kernel_transpose_backward(const kernel_ctx *c)
 {
     const knode *f = fwd_of(c);
     transpose_walk(f, fwd_in(c, 0), f->attrs.perm, NULL, NULL, c->out, reads_of(c).dy);
@@ -54,14 +54,14 @@ static idx concat_operand(const knode *f, idx total, idx *at, idx *inputs_at)
     return len;
 }
 
-void concat_forward(const kernel_ctx *c)
+void kernel_concat_forward(const kernel_ctx *c)
 {
     idx outer, total, inner, op_at, at;
-    around_axis(c->n, c->n->attrs.axis, &outer, &total, &inner);
+    kernel_around_axis(c->n, c->n->attrs.axis, &outer, &total, &inner);
     idx op_len = concat_operand(c->n, total, &op_at, &at);
     for (int j = 0; j < c->n->n_inputs; j++) {
         idx o2, len, i2;
-        around_axis(node_in(c, j), c->n->attrs.axis, &o2, &len, &i2);
+        kernel_around_axis(node_in(c, j), c->n->attrs.axis, &o2, &len, &i2);
         for (idx o = 0; o < outer; o++)
             memcpy(c->out + (o * total + at) * inner, c->in[j] + o * len * inner, (size_t)(len * inner) * sizeof(float));
         at += len;
@@ -70,16 +70,16 @@ void concat_forward(const kernel_ctx *c)
         memcpy(c->out + (o * total + op_at) * inner, c->params, (size_t)(op_len * inner) * sizeof(float));
 }
 
-void concat_backward(const kernel_ctx *c)
+void kernel_concat_backward(const kernel_ctx *c)
 {
     const knode *f = fwd_of(c);
     idx outer, total, inner, len = 0, o2, i2, op_at, at;
-    around_axis(f, f->attrs.axis, &outer, &total, &inner);
+    kernel_around_axis(f, f->attrs.axis, &outer, &total, &inner);
     idx op_len = concat_operand(f, total, &op_at, &at);
     const float *dy = reads_of(c).dy;
     for (int j = 0; j <= c->n->wrt; j++) {
         at += len;
-        around_axis(fwd_in(c, j), f->attrs.axis, &o2, &len, &i2);
+        kernel_around_axis(fwd_in(c, j), f->attrs.axis, &o2, &len, &i2);
     }
     for (idx o = 0; o < outer && c->n->wrt >= 0; o++)
         memcpy(c->out + o * len * inner, dy + (o * total + at) * inner, (size_t)(len * inner) * sizeof(float));
@@ -92,7 +92,7 @@ void concat_backward(const kernel_ctx *c)
 
 /* upsample2d: output (y, x) is input (y / sh, x / sw) of the same plane; the
  * input's gradient sums its sh x sw block of dY, row by row */
-void upsample2d_forward(const kernel_ctx *c)
+void kernel_upsample2d_forward(const kernel_ctx *c)
 {
     const knode *x = node_in(c, 0);
     idx planes = (idx)x->dim[0] * x->dim[1], H = x->dim[2], W = x->dim[3], sh = c->n->attrs.sh, sw = c->n->attrs.sw;
@@ -102,7 +102,7 @@ void upsample2d_forward(const kernel_ctx *c)
                 c->out[(p * H * sh + y) * W * sw + u] = c->in[0][(p * H + y / sh) * W + u / sw];
 }
 
-void upsample2d_backward(const kernel_ctx *c)
+void kernel_upsample2d_backward(const kernel_ctx *c)
 {
     const knode *f = fwd_of(c), *x = fwd_in(c, 0);
     idx planes = (idx)x->dim[0] * x->dim[1], H = x->dim[2], W = x->dim[3], sh = f->attrs.sh, sw = f->attrs.sw;
@@ -117,20 +117,20 @@ void upsample2d_backward(const kernel_ctx *c)
             }
 }
 
-void slice_forward(const kernel_ctx *c)
+void kernel_slice_forward(const kernel_ctx *c)
 {
     idx outer, size, inner, len = c->n->attrs.end - c->n->attrs.start;
-    around_axis(node_in(c, 0), c->n->attrs.axis, &outer, &size, &inner);
+    kernel_around_axis(node_in(c, 0), c->n->attrs.axis, &outer, &size, &inner);
     for (idx o = 0; o < outer; o++)
         memcpy(c->out + o * len * inner, c->in[0] + (o * size + c->n->attrs.start) * inner,
                (size_t)(len * inner) * sizeof(float));
 }
 
-void slice_backward(const kernel_ctx *c)
+void kernel_slice_backward(const kernel_ctx *c)
 {
     const knode *f = fwd_of(c);
     idx outer, size, inner, len = f->attrs.end - f->attrs.start;
-    around_axis(fwd_in(c, 0), f->attrs.axis, &outer, &size, &inner);
+    kernel_around_axis(fwd_in(c, 0), f->attrs.axis, &outer, &size, &inner);
     const float *dy = reads_of(c).dy;
     memset(c->out, 0, (size_t)numel(c->n) * sizeof(float));
     for (idx o = 0; o < outer; o++)

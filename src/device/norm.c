@@ -10,13 +10,13 @@
 static void channel_stats(const float *x, plane_dims d, idx ch, float *mean, float *var)
 {
     float s = 0.0f, q = 0.0f, m = (float)(d.N * d.HW);
-    for (idx n = 0; n < d.N; n++) s += sum8(x + (n * d.C + ch) * d.HW, d.HW);
+    for (idx n = 0; n < d.N; n++) s += kernel_sum8(x + (n * d.C + ch) * d.HW, d.HW);
     *mean = s / m;
-    for (idx n = 0; n < d.N; n++) q += sqdev8(x + (n * d.C + ch) * d.HW, *mean, d.HW);
+    for (idx n = 0; n < d.N; n++) q += kernel_sqdev8(x + (n * d.C + ch) * d.HW, *mean, d.HW);
     *var = q / m;
 }
 
-void batchnorm_forward(const kernel_ctx *c)
+void kernel_batchnorm_forward(const kernel_ctx *c)
 {
     plane_dims d = planes_of(node_in(c, 0));
     const float *x = c->in[0], *gamma = c->params, *beta = c->params + d.C;
@@ -43,7 +43,7 @@ void batchnorm_forward(const kernel_ctx *c)
     }
 }
 
-void batchnorm_backward(const kernel_ctx *c)
+void kernel_batchnorm_backward(const kernel_ctx *c)
 {
     grad_reads r = reads_of(c);
     plane_dims d = planes_of(fwd_in(c, 0));
@@ -52,14 +52,14 @@ void batchnorm_backward(const kernel_ctx *c)
     bool running = fwd_of(c)->attrs.flags & POET_ATTR_BN_EVAL;
     for (idx ch = 0; ch < d.C; ch++) {
         float mean = 0.0f, var = 0.0f, inv = 0.0f, sdy = 0.0f, sdyx = 0.0f;
-        for (idx n = 0; n < d.N; n++) sdy += sum8(r.dy + (n * d.C + ch) * d.HW, d.HW);
+        for (idx n = 0; n < d.N; n++) sdy += kernel_sum8(r.dy + (n * d.C + ch) * d.HW, d.HW);
         if (running)
             mean = c->running[ch], var = c->running[d.C + ch];
         else if (r.x0) /* not read where only beta trains */
             channel_stats(r.x0, d, ch, &mean, &var);
         inv = 1.0f / poet_sqrtf(var + eps);
         for (idx n = 0; r.x0 && n < d.N; n++)
-            sdyx += dot_xhat8(r.dy + (n * d.C + ch) * d.HW, r.x0 + (n * d.C + ch) * d.HW, mean, inv, d.HW);
+            sdyx += kernel_dot_xhat8(r.dy + (n * d.C + ch) * d.HW, r.x0 + (n * d.C + ch) * d.HW, mean, inv, d.HW);
         if (c->n->wrt == 0 && running) { /* the statistics are constants: dX = dY gamma inv */
             float a = gamma[ch] * inv;
             for (idx n = 0; n < d.N; n++)
@@ -81,11 +81,11 @@ void batchnorm_backward(const kernel_ctx *c)
 
 static void row_stats(const float *x, idx D, float eps, float *mean, float *inv)
 {
-    *mean = sum8(x, D) / (float)D;
-    *inv = 1.0f / poet_sqrtf(sqdev8(x, *mean, D) / (float)D + eps);
+    *mean = kernel_sum8(x, D) / (float)D;
+    *inv = 1.0f / poet_sqrtf(kernel_sqdev8(x, *mean, D) / (float)D + eps);
 }
 
-void layernorm_forward(const kernel_ctx *c)
+void kernel_layernorm_forward(const kernel_ctx *c)
 {
     const knode *x = node_in(c, 0);
     idx D = last_dim(x), R = numel(x) / D;
@@ -102,7 +102,7 @@ void layernorm_forward(const kernel_ctx *c)
     }
 }
 
-void layernorm_backward(const kernel_ctx *c)
+void kernel_layernorm_backward(const kernel_ctx *c)
 {
     grad_reads g = reads_of(c);
     const knode *f0 = fwd_of(c), *x = fwd_in(c, 0);

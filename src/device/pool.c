@@ -43,7 +43,7 @@ static float window_area(pool_dims d, window w)
     return d.count_pad ? (float)(d.KH * d.KW) : (float)((w.h1 - w.h0) * (w.w1 - w.w0));
 }
 
-void pool_forward(const kernel_ctx *c, bool max)
+void kernel_pool_forward(const kernel_ctx *c, bool max)
 {
     pool_dims d = pool_dims_of(c->n, node_in(c, 0));
     for (idx p = 0; p < d.N * d.C; p++) {
@@ -66,7 +66,7 @@ void pool_forward(const kernel_ctx *c, bool max)
 
 /* The argmax of each max-pool output as a byte: its place in the window
  * (row within it x KW + column), found as the forward pass finds it. */
-void pool_index_forward(const kernel_ctx *c)
+void kernel_pool_index_forward(const kernel_ctx *c)
 {
     pool_dims d = pool_dims_of(node_in(c, 1), node_in(c, 0));
     uint8_t *out = (uint8_t *)c->out;
@@ -81,7 +81,7 @@ void pool_index_forward(const kernel_ctx *c)
     }
 }
 
-void pool_backward(const kernel_ctx *c, bool max)
+void kernel_pool_backward(const kernel_ctx *c, bool max)
 {
     grad_reads g = reads_of(c);
     pool_dims d = pool_dims_of(fwd_of(c), fwd_in(c, 0));
@@ -110,13 +110,13 @@ void pool_backward(const kernel_ctx *c, bool max)
     }
 }
 
-void global_avgpool_forward(const kernel_ctx *c)
+void kernel_global_avgpool_forward(const kernel_ctx *c)
 {
     plane_dims d = planes_of(node_in(c, 0));
-    for (idx p = 0; p < d.N * d.C; p++) c->out[p] = sum8(c->in[0] + p * d.HW, d.HW) / (float)d.HW;
+    for (idx p = 0; p < d.N * d.C; p++) c->out[p] = kernel_sum8(c->in[0] + p * d.HW, d.HW) / (float)d.HW;
 }
 
-void global_avgpool_backward(const kernel_ctx *c)
+void kernel_global_avgpool_backward(const kernel_ctx *c)
 {
     plane_dims d = planes_of(fwd_in(c, 0));
     grad_reads g = reads_of(c);

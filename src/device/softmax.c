@@ -7,24 +7,24 @@
 /* A line of D elements `stride` apart: the sums of sum8, in the same lanes. */
 static float line_sum8(const float *a, idx n, idx stride)
 {
-    if (stride == 1) return sum8(a, n);
+    if (stride == 1) return kernel_sum8(a, n);
     float l[8] = {0}, tail = 0;
     idx i = 0;
     for (; i + 8 <= n; i += 8)
         for (int k = 0; k < 8; k++) l[k] += a[(i + k) * stride];
     for (; i < n; i++) tail += a[i * stride];
-    return lanes_total(l, tail);
+    return kernel_lanes_total(l, tail);
 }
 
 static float line_dot8(const float *a, const float *b, idx n, idx stride)
 {
-    if (stride == 1) return dot8(a, b, n);
+    if (stride == 1) return kernel_dot8(a, b, n);
     float l[8] = {0}, tail = 0;
     idx i = 0;
     for (; i + 8 <= n; i += 8)
         for (int k = 0; k < 8; k++) l[k] += a[(i + k) * stride] * b[(i + k) * stride];
     for (; i < n; i++) tail += a[i * stride] * b[i * stride];
-    return lanes_total(l, tail);
+    return kernel_lanes_total(l, tail);
 }
 
 static float line_max(const float *x, idx D, idx stride)
@@ -42,19 +42,19 @@ static void softmax_line(const float *x, idx D, idx stride, float *y)
     for (idx j = 0; j < D; j++) y[j * stride] *= inv;
 }
 
-void softmax_forward(const kernel_ctx *c)
+void kernel_softmax_forward(const kernel_ctx *c)
 {
     idx outer, D, inner;
-    around_axis(c->n, c->n->attrs.axis, &outer, &D, &inner);
+    kernel_around_axis(c->n, c->n->attrs.axis, &outer, &D, &inner);
     for (idx o = 0; o < outer; o++)
         for (idx i = 0; i < inner; i++) softmax_line(c->in[0] + o * D * inner + i, D, inner, c->out + o * D * inner + i);
 }
 
-void softmax_backward(const kernel_ctx *c)
+void kernel_softmax_backward(const kernel_ctx *c)
 {
     grad_reads g = reads_of(c);
     idx outer, D, inner;
-    around_axis(fwd_of(c), fwd_of(c)->attrs.axis, &outer, &D, &inner);
+    kernel_around_axis(fwd_of(c), fwd_of(c)->attrs.axis, &outer, &D, &inner);
     for (idx o = 0; o < outer; o++)
         for (idx i = 0; i < inner; i++) {
             idx at = o * D * inner + i;
@@ -65,7 +65,7 @@ void softmax_backward(const kernel_ctx *c)
 }
 
 /* Per row: log-sum-exp of the logits minus the labelled logit. */
-void softmax_ce_forward(const kernel_ctx *c)
+void kernel_softmax_ce_forward(const kernel_ctx *c)
 {
     const knode *x = node_in(c, 0);
     idx R = x->dim[0], D = x->dim[1];
@@ -78,7 +78,7 @@ void softmax_ce_forward(const kernel_ctx *c)
 }
 
 /* Gradient of the mean loss over rows. */
-void softmax_ce_backward(const kernel_ctx *c)
+void kernel_softmax_ce_backward(const kernel_ctx *c)
 {
     grad_reads g = reads_of(c);
     const knode *x = fwd_in(c, 0);
@@ -107,7 +107,7 @@ static attn_dims attn_dims_of(const knode *op, const knode *qkv)
 static idx tok(attn_dims d, idx b, idx s, idx h, idx e) { return (b * d.S + s) * d.H * d.Dh + h * d.Dh + e; }
 static idx sq(attn_dims d, idx b, idx h, idx i, idx j) { return ((b * d.H + h) * d.S + i) * d.S + j; }
 
-void attn_scores_forward(const kernel_ctx *c)
+void kernel_attn_scores_forward(const kernel_ctx *c)
 {
     attn_dims d = attn_dims_of(c->n, node_in(c, 0));
     float scale = 1.0f / poet_sqrtf((float)d.Dh);
@@ -122,7 +122,7 @@ void attn_scores_forward(const kernel_ctx *c)
 }
 
 /* dQ = dS K / sqrt(Dh) (wrt 0, reads K); dK = dS^T Q / sqrt(Dh) (wrt 1, reads Q). */
-void attn_scores_backward(const kernel_ctx *c)
+void kernel_attn_scores_backward(const kernel_ctx *c)
 {
     grad_reads g = reads_of(c);
     attn_dims d = attn_dims_of(fwd_of(c), fwd_in(c, 0));
@@ -140,7 +140,7 @@ void attn_scores_backward(const kernel_ctx *c)
                 }
 }
 
-void attn_context_forward(const kernel_ctx *c)
+void kernel_attn_context_forward(const kernel_ctx *c)
 {
     attn_dims d = attn_dims_of(c->n, node_in(c, 1));
     const float *p = c->in[0], *v = c->in[1];
@@ -155,7 +155,7 @@ void attn_context_forward(const kernel_ctx *c)
 }
 
 /* dP = dC V^T (wrt 0, reads V); dV = P^T dC (wrt 1, reads P). */
-void attn_context_backward(const kernel_ctx *c)
+void kernel_attn_context_backward(const kernel_ctx *c)
 {
     grad_reads g = reads_of(c);
     attn_dims d = attn_dims_of(fwd_of(c), fwd_in(c, 1));

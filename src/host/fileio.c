@@ -324,7 +324,7 @@ void poet_unlock(int lock)
     if (lock >= 0) close(lock);
 }
 
-poet_status read_parsed(const char *path, text_parser parse, void *out, poet_err *err)
+poet_status host_read_parsed(const char *path, text_parser parse, void *out, poet_err *err)
 {
     char *text = NULL;
     size_t len = 0;

@@ -9,6 +9,6 @@ typedef poet_status (*text_parser)(void *out, const char *text, size_t len, poet
 
 /* Reads path (poet_read_file) and parses it, its errors prefixed with the
  * path ("dev.json: ..."). */
-poet_status read_parsed(const char *path, text_parser parse, void *out, poet_err *err);
+poet_status host_read_parsed(const char *path, text_parser parse, void *out, poet_err *err);
 
 #endif

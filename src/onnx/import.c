@@ -17,13 +17,13 @@
  * its own (exporters merge equal initializers through Identity). */
 static poet_status map_identity(importer *im, const Onnx__NodeProto *np, int at)
 {
-    const value *x = viewed_input(im, np, 0, true);
+    const value *x = im_viewed_input(im, np, 0, true);
     if (!x) return im->err->status;
-    if (x->node >= 0) return name_view(im, np, 0, x->node, &x->view);
+    if (x->node >= 0) return im_name_view(im, np, 0, x->node, &x->view);
     tensor copy = {0};
     poet_status st = fold_node(np, &(fold_input){&x->t, NULL}, 1, &copy, im->err);
     if (st) return st;
-    int v = define_known(im, np->output[0], &copy);
+    int v = im_define_known(im, np->output[0], &copy);
     if (v < 0) return im->err->status;
     im->vals[v].from = x->from.kind == FROM_NONE ? x->from : (origin){FROM_IDENTITY, at, x->from.transposed};
     return POET_OK;
@@ -34,8 +34,8 @@ static poet_status map_identity(importer *im, const Onnx__NodeProto *np, int at)
 static bool all_known(importer *im, const Onnx__NodeProto *np)
 {
     for (size_t j = 0; j < np->n_input; j++) {
-        int v = input_name(np, (int)j) ? find(im, np->input[j]) : -1;
-        if (input_name(np, (int)j) && (v < 0 || !im->vals[v].known)) return false;
+        int v = im_input_name(np, (int)j) ? im_find(im, np->input[j]) : -1;
+        if (im_input_name(np, (int)j) && (v < 0 || !im->vals[v].known)) return false;
     }
     return np->n_input > 0;
 }
@@ -46,30 +46,30 @@ static poet_status fold(importer *im, const Onnx__NodeProto *np)
     onnx_shape shapes[16];
     int n = (int)np->n_input < 16 ? (int)np->n_input : 16;
     for (int j = 0; j < n; j++) {
-        int v = input_name(np, j) ? find(im, np->input[j]) : -1;
-        if (v >= 0 && im->vals[v].node >= 0) shapes[j] = value_shape(im, &im->vals[v]);
+        int v = im_input_name(np, j) ? im_find(im, np->input[j]) : -1;
+        if (v >= 0 && im->vals[v].node >= 0) shapes[j] = im_value_shape(im, &im->vals[v]);
         if (v >= 0) in[j] = (fold_input){im->vals[v].known ? &im->vals[v].t : NULL,
                                          im->vals[v].node >= 0 ? &shapes[j] : NULL};
     }
     tensor t;
     poet_status st = fold_node(np, in, n, &t, im->err);
     if (st) return st;
-    int v = define_known(im, np->output[0], &t);
+    int v = im_define_known(im, np->output[0], &t);
     if (v < 0) return im->err->status;
     im->folded++;
     /* a trained tensor broadcast by Expand is still that tensor where a
-     * Concat reads it (map_concat) */
-    int of = onnx_is_op(np, "Expand") ? find(im, np->input[0]) : -1;
-    const value *trained = of >= 0 ? trained_tensor(im, &im->vals[of]) : NULL;
+     * Concat reads it (im_map_concat) */
+    int of = onnx_is_op(np, "Expand") ? im_find(im, np->input[0]) : -1;
+    const value *trained = of >= 0 ? im_trained_tensor(im, &im->vals[of]) : NULL;
     if (trained) im->vals[v].expanded = (int)(trained - im->vals);
     /* reshaped (PyTorch unsqueezes nn.PReLU's slope to [C, 1, 1]), a weight
      * is still that weight, element for element */
     bool reshaped = onnx_is_op(np, "Unsqueeze") || onnx_is_op(np, "Squeeze") || onnx_is_op(np, "Reshape");
-    int same = reshaped ? find(im, np->input[0]) : -1;
+    int same = reshaped ? im_find(im, np->input[0]) : -1;
     if (same >= 0 && im->vals[same].from.kind != FROM_NONE && !im->vals[same].from.transposed && t.is_float)
         im->vals[v].from = im->vals[same].from;
     /* a weight the exporter transposes stays that weight, to write back */
-    int src = onnx_is_op(np, "Transpose") && t.ndim == 2 ? find(im, np->input[0]) : -1;
+    int src = onnx_is_op(np, "Transpose") && t.ndim == 2 ? im_find(im, np->input[0]) : -1;
     if (src >= 0 && im->vals[src].from.kind != FROM_NONE) {
         im->vals[v].from = im->vals[src].from;
         im->vals[v].from.transposed = !im->vals[v].from.transposed;
@@ -101,10 +101,10 @@ static poet_status map_constant(importer *im, const Onnx__NodeProto *np)
             else t.i[k] = a->ints[k];
         }
     } else {
-        return refuse(im, np, "a Constant without a value poet reads");
+        return im_refuse(im, np, "a Constant without a value poet reads");
     }
     if (st) return st;
-    return define_known(im, np->output[0], &t) < 0 ? im->err->status : POET_OK;
+    return im_define_known(im, np->output[0], &t) < 0 ? im->err->status : POET_OK;
 }
 
 typedef struct unary_op {
@@ -120,54 +120,54 @@ static const unary_op UNARY[] = {{"Relu", POET_OP_RELU},         {"Sigmoid", POE
 static poet_status map_node(importer *im, const Onnx__NodeProto *np, int at)
 {
     if (np->domain && *np->domain && strcmp(np->domain, "ai.onnx") != 0)
-        return refuse(im, np, "ops outside the default ONNX domain are not supported");
+        return im_refuse(im, np, "ops outside the default ONNX domain are not supported");
     if (onnx_is_op(np, "Constant")) return map_constant(im, np);
     if (onnx_is_op(np, "Identity")) return map_identity(im, np, at);
     if (all_known(im, np) || onnx_is_op(np, "Shape")) return fold(im, np);
     for (size_t k = 0; k < sizeof UNARY / sizeof *UNARY; k++)
         if (onnx_is_op(np, UNARY[k].name))
-            return map_unary(im, np, UNARY[k].op,
+            return im_map_unary(im, np, UNARY[k].op,
                              &(poet_attrs){.flags = UNARY[k].op == POET_OP_GLOBAL_AVGPOOL ? POET_ATTR_KEEPDIMS : 0});
-    if (onnx_is_op(np, "Conv")) return map_conv(im, np);
-    if (onnx_is_op(np, "Gemm")) return map_gemm(im, np);
-    if (onnx_is_op(np, "MatMul")) return map_matmul(im, np, at);
-    if (onnx_is_op(np, "Add")) return map_binary(im, np, POET_OP_ADD);
-    if (onnx_is_op(np, "Sub")) return map_binary(im, np, POET_OP_SUB);
-    if (onnx_is_op(np, "Mul")) return map_binary(im, np, POET_OP_MUL);
-    if (onnx_is_op(np, "Div")) return map_binary(im, np, POET_OP_DIV);
-    if (onnx_is_op(np, "Clip")) return map_clip(im, np);
+    if (onnx_is_op(np, "Conv")) return im_map_conv(im, np);
+    if (onnx_is_op(np, "Gemm")) return im_map_gemm(im, np);
+    if (onnx_is_op(np, "MatMul")) return im_map_matmul(im, np, at);
+    if (onnx_is_op(np, "Add")) return im_map_binary(im, np, POET_OP_ADD);
+    if (onnx_is_op(np, "Sub")) return im_map_binary(im, np, POET_OP_SUB);
+    if (onnx_is_op(np, "Mul")) return im_map_binary(im, np, POET_OP_MUL);
+    if (onnx_is_op(np, "Div")) return im_map_binary(im, np, POET_OP_DIV);
+    if (onnx_is_op(np, "Clip")) return im_map_clip(im, np);
     if (onnx_is_op(np, "LeakyRelu"))
-        return map_unary(im, np, POET_OP_LEAKY_RELU, &(poet_attrs){.alpha = attr_float(np, "alpha", 0.01f)});
-    if (onnx_is_op(np, "PRelu")) return map_prelu(im, np);
-    if (onnx_is_op(np, "Elu")) return map_unary(im, np, POET_OP_ELU, &(poet_attrs){.alpha = attr_float(np, "alpha", 1.0f)});
+        return im_map_unary(im, np, POET_OP_LEAKY_RELU, &(poet_attrs){.alpha = attr_float(np, "alpha", 0.01f)});
+    if (onnx_is_op(np, "PRelu")) return im_map_prelu(im, np);
+    if (onnx_is_op(np, "Elu")) return im_map_unary(im, np, POET_OP_ELU, &(poet_attrs){.alpha = attr_float(np, "alpha", 1.0f)});
     if (onnx_is_op(np, "HardSigmoid"))
-        return map_unary(im, np, POET_OP_HARDSIGMOID,
+        return im_map_unary(im, np, POET_OP_HARDSIGMOID,
                          &(poet_attrs){.alpha = attr_float(np, "alpha", 0.2f), .beta = attr_float(np, "beta", 0.5f)});
-    if (onnx_is_op(np, "BatchNormalization")) return map_batchnorm(im, np);
-    if (onnx_is_op(np, "LayerNormalization")) return map_layernorm(im, np);
-    if (onnx_is_op(np, "InstanceNormalization")) return map_instancenorm(im, np);
-    if (onnx_is_op(np, "ReduceMean")) return map_layernorm_pattern(im, np, at);
-    if (onnx_is_op(np, "MaxPool")) return map_pool(im, np, true);
-    if (onnx_is_op(np, "AveragePool")) return map_pool(im, np, false);
-    if (onnx_is_op(np, "Flatten")) return map_flatten(im, np);
-    if (onnx_is_op(np, "Reshape")) return map_reshape(im, np);
-    if (onnx_is_op(np, "Squeeze") || onnx_is_op(np, "Unsqueeze")) return map_squeeze(im, np);
-    if (onnx_is_op(np, "Transpose")) return map_transpose(im, np);
-    if (onnx_is_op(np, "Pad")) return map_pad(im, np);
-    if (onnx_is_op(np, "Concat")) return map_concat(im, np);
-    if (onnx_is_op(np, "Split")) return map_split(im, np);
-    if (onnx_is_op(np, "Slice")) return map_slice(im, np);
-    if (onnx_is_op(np, "Gather")) return map_gather(im, np);
-    if (onnx_is_op(np, "Resize") || onnx_is_op(np, "Upsample")) return map_resize(im, np);
-    if (ends_output(im, np)) return map_output_softmax(im, np);
-    if (onnx_is_op(np, "Softmax")) return map_softmax(im, np);
-    if (onnx_is_op(np, "Dropout")) return map_dropout(im, np);
+    if (onnx_is_op(np, "BatchNormalization")) return im_map_batchnorm(im, np);
+    if (onnx_is_op(np, "LayerNormalization")) return im_map_layernorm(im, np);
+    if (onnx_is_op(np, "InstanceNormalization")) return im_map_instancenorm(im, np);
+    if (onnx_is_op(np, "ReduceMean")) return im_map_layernorm_pattern(im, np, at);
+    if (onnx_is_op(np, "MaxPool")) return im_map_pool(im, np, true);
+    if (onnx_is_op(np, "AveragePool")) return im_map_pool(im, np, false);
+    if (onnx_is_op(np, "Flatten")) return im_map_flatten(im, np);
+    if (onnx_is_op(np, "Reshape")) return im_map_reshape(im, np);
+    if (onnx_is_op(np, "Squeeze") || onnx_is_op(np, "Unsqueeze")) return im_map_squeeze(im, np);
+    if (onnx_is_op(np, "Transpose")) return im_map_transpose(im, np);
+    if (onnx_is_op(np, "Pad")) return im_map_pad(im, np);
+    if (onnx_is_op(np, "Concat")) return im_map_concat(im, np);
+    if (onnx_is_op(np, "Split")) return im_map_split(im, np);
+    if (onnx_is_op(np, "Slice")) return im_map_slice(im, np);
+    if (onnx_is_op(np, "Gather")) return im_map_gather(im, np);
+    if (onnx_is_op(np, "Resize") || onnx_is_op(np, "Upsample")) return im_map_resize(im, np);
+    if (im_ends_output(im, np)) return im_map_output_softmax(im, np);
+    if (onnx_is_op(np, "Softmax")) return im_map_softmax(im, np);
+    if (onnx_is_op(np, "Dropout")) return im_map_dropout(im, np);
     if (onnx_is_op(np, "Cast")) {
-        if (attr_int(np, "to", ONNX_FLOAT) != ONNX_FLOAT) return refuse(im, np, "a cast of an activation to another type than float");
-        int x = activation(im, np, 0);
-        return x < 0 ? im->err->status : name_output(im, np, 0, x);
+        if (attr_int(np, "to", ONNX_FLOAT) != ONNX_FLOAT) return im_refuse(im, np, "a cast of an activation to another type than float");
+        int x = im_activation(im, np, 0);
+        return x < 0 ? im->err->status : im_name_output(im, np, 0, x);
     }
-    return refuse(im, np, "this op is not supported (docs/onnx.md lists those that are)");
+    return im_refuse(im, np, "this op is not supported (docs/onnx.md lists those that are)");
 }
 
 /* ---- the graph ---- */
@@ -180,7 +180,7 @@ static poet_status read_initializers(importer *im)
         tensor t;
         poet_status st = tensor_from_proto(p, &t, "initializer", im->err);
         if (st) return st;
-        int v = define_known(im, p->name, &t);
+        int v = im_define_known(im, p->name, &t);
         if (v < 0) return im->err->status;
         im->vals[v].from = (origin){FROM_INITIALIZER, (int)k, false};
     }
@@ -194,7 +194,7 @@ static poet_status read_input(importer *im, const poet_onnx_options *o)
     for (size_t k = 0; k < im->gp->n_input && !in; k++) {
         const Onnx__ValueInfoProto *vi = im->gp->input[k];
         if (!vi->name) continue;
-        if (o && o->input ? strcmp(vi->name, o->input) == 0 : find(im, vi->name) < 0) in = vi;
+        if (o && o->input ? strcmp(vi->name, o->input) == 0 : im_find(im, vi->name) < 0) in = vi;
     }
     if (!in) return poet_fail(im->err, POET_ERR_NOT_FOUND, "the model has no input %s%s%s", o && o->input ? "named '" : "",
                               o && o->input ? o->input : "besides its initializers", o && o->input ? "'" : "");
@@ -224,8 +224,8 @@ static poet_status read_input(importer *im, const poet_onnx_options *o)
         }
     }
     im->batch = a.dim[0];
-    int v = add_node(im, POET_OP_INPUT, NULL, 0, &a, in->name);
-    int at = v < 0 ? -1 : define(im, in->name);
+    int v = im_add_node(im, POET_OP_INPUT, NULL, 0, &a, in->name);
+    int at = v < 0 ? -1 : im_define(im, in->name);
     if (at < 0) return im->err->status;
     im->vals[at].node = v;
     return POET_OK;
@@ -239,12 +239,12 @@ static poet_status count_uses(importer *im)
         const Onnx__NodeProto *np = im->gp->node[k];
         if (!np->op_type) return poet_fail(im->err, POET_ERR_PARSE, "node %zu has no op", k);
         /* before any node is mapped: patterns look ahead at later nodes' outputs */
-        if (np->n_output < 1 || !np->output[0] || !*np->output[0]) return refuse(im, np, "no output");
+        if (np->n_output < 1 || !np->output[0] || !*np->output[0]) return im_refuse(im, np, "no output");
         for (size_t j = 0; j < np->n_input; j++)
-            if (np->input[j] && *np->input[j] && find(im, np->input[j]) < 0 && define(im, np->input[j]) < 0)
+            if (np->input[j] && *np->input[j] && im_find(im, np->input[j]) < 0 && im_define(im, np->input[j]) < 0)
                 return im->err->status;
         for (size_t j = 0; j < np->n_output; j++)
-            if (np->output[j] && *np->output[j] && find(im, np->output[j]) < 0 && define(im, np->output[j]) < 0)
+            if (np->output[j] && *np->output[j] && im_find(im, np->output[j]) < 0 && im_define(im, np->output[j]) < 0)
                 return im->err->status;
     }
     im->uses = calloc((size_t)im->n_vals + 1, sizeof *im->uses);
@@ -252,11 +252,11 @@ static poet_status count_uses(importer *im)
     if (!im->uses || !im->skip) return poet_fail(im->err, POET_ERR_NOMEM, "out of memory reading the ONNX graph");
     for (size_t k = 0; k < im->gp->n_node; k++)
         for (size_t j = 0; j < im->gp->node[k]->n_input; j++) {
-            int v = im->gp->node[k]->input[j] ? find(im, im->gp->node[k]->input[j]) : -1;
+            int v = im->gp->node[k]->input[j] ? im_find(im, im->gp->node[k]->input[j]) : -1;
             if (v >= 0) im->uses[v]++;
         }
     for (size_t k = 0; k < im->gp->n_output; k++) {
-        int v = im->gp->output[k]->name ? find(im, im->gp->output[k]->name) : -1;
+        int v = im->gp->output[k]->name ? im_find(im, im->gp->output[k]->name) : -1;
         if (v >= 0) im->uses[v]++;
     }
     return POET_OK;
@@ -267,20 +267,20 @@ static poet_status count_uses(importer *im)
 static poet_status add_loss(importer *im, const poet_onnx_options *o)
 {
     const char *name = im->loss_output;
-    int v = name ? find(im, name) : -1;
+    int v = name ? im_find(im, name) : -1;
     if (v < 0 || im->vals[v].node < 0)
         return poet_fail(im->err, POET_ERR_NOT_FOUND, "the model has no output %s%s%s computed from its input",
                          name ? "'" : "", name ? name : "", name ? "'" : "");
-    if (padded(im->vals[v].view.pad) || im->vals[v].view.shape.ndim)
+    if (im_padded(im->vals[v].view.pad) || im->vals[v].view.shape.ndim)
         return poet_fail(im->err, POET_ERR_UNSUPPORTED, "output '%s' is padded or has more than 4 dimensions", name);
     int x = im->vals[v].node;
-    poet_shape s = *shape_of(im, x);
+    poet_shape s = *im_shape_of(im, x);
     if (s.ndim < 2) return poet_fail(im->err, POET_ERR_UNSUPPORTED, "output '%s' is not [rows, classes]", name);
     if (s.ndim > 2) {
         poet_attrs a = {.ndim = 2, .dim = {(int32_t)(poet_shape_numel(&s) / (uint64_t)s.dim[s.ndim - 1]), (int32_t)s.dim[s.ndim - 1]}};
-        if ((x = add_node(im, POET_OP_RESHAPE, &x, 1, &a, "rows")) < 0) return im->err->status;
+        if ((x = im_add_node(im, POET_OP_RESHAPE, &x, 1, &a, "rows")) < 0) return im->err->status;
     }
-    int loss = add_node(im, POET_OP_SOFTMAX_CE, &x, 1, NULL, "loss");
+    int loss = im_add_node(im, POET_OP_SOFTMAX_CE, &x, 1, NULL, "loss");
     if (loss < 0) return im->err->status;
     snprintf(im->m->summary.output, sizeof im->m->summary.output, "%.*s", POET_NAME_BYTES - 1, name);
     poet_status st = poet_graph_autodiff(&im->m->graph, loss, im->err);
@@ -316,7 +316,7 @@ static poet_status build(importer *im, const poet_onnx_options *o)
 {
     poet_status st;
     im->loss_output = o && o->output ? o->output : im->gp->n_output ? im->gp->output[0]->name : NULL;
-    if ((st = grow_slots(im)) || (st = read_initializers(im)) || (st = read_input(im, o)) || (st = count_uses(im)))
+    if ((st = im_grow_slots(im)) || (st = read_initializers(im)) || (st = read_input(im, o)) || (st = count_uses(im)))
         return st;
     int nodes = (int)im->gp->n_node;
     /* Constants read nothing: known before any pattern looks ahead at them */

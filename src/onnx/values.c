@@ -18,7 +18,7 @@ static uint32_t hash_name(const char *s)
     return h;
 }
 
-int find(const importer *im, const char *name)
+int im_find(const importer *im, const char *name)
 {
     if (!name || !*name) return -1;
     for (uint32_t k = hash_name(name) & (uint32_t)(im->slots - 1);; k = (k + 1) & (uint32_t)(im->slots - 1)) {
@@ -28,7 +28,7 @@ int find(const importer *im, const char *name)
     }
 }
 
-poet_status grow_slots(importer *im)
+poet_status im_grow_slots(importer *im)
 {
     int slots = im->slots ? 2 * im->slots : 1024;
     int *slot = malloc((size_t)slots * sizeof *slot);
@@ -47,14 +47,14 @@ poet_status grow_slots(importer *im)
 
 /* Adds a value, or returns the placeholder a reader created for the name;
  * a name produced twice is refused. Returns its index or -1. */
-int define(importer *im, const char *name)
+int im_define(importer *im, const char *name)
 {
-    int v = find(im, name);
+    int v = im_find(im, name);
     if (v >= 0 && (im->vals[v].known || im->vals[v].node >= 0))
         return poet_fail(im->err, POET_ERR_PARSE, "the name '%s' is produced twice (the graph is not valid ONNX)",
                          name), -1;
     if (v >= 0) return v;
-    if ((im->n_vals + 1) * 2 > im->slots && grow_slots(im)) return -1;
+    if ((im->n_vals + 1) * 2 > im->slots && im_grow_slots(im)) return -1;
     if (im->n_vals == im->cap_vals) {
         int cap = im->cap_vals ? 2 * im->cap_vals : 256;
         value *p = realloc(im->vals, (size_t)cap * sizeof *p);
@@ -75,9 +75,9 @@ int define(importer *im, const char *name)
 
 /* Defines name as a known tensor, taking t over (freed on failure); its
  * index, or -1 after an error. */
-int define_known(importer *im, const char *name, tensor *t)
+int im_define_known(importer *im, const char *name, tensor *t)
 {
-    int v = define(im, name);
+    int v = im_define(im, name);
     if (v < 0) {
         tensor_free(t);
         return -1;
@@ -87,24 +87,24 @@ int define_known(importer *im, const char *name, tensor *t)
     return v;
 }
 
-poet_status refuse(importer *im, const Onnx__NodeProto *np, const char *what)
+poet_status im_refuse(importer *im, const Onnx__NodeProto *np, const char *what)
 {
     return onnx_refuse(np, what, im->err);
 }
 
-const char *input_name(const Onnx__NodeProto *np, int j)
+const char *im_input_name(const Onnx__NodeProto *np, int j)
 {
     return j < (int)np->n_input && np->input[j] && *np->input[j] ? np->input[j] : NULL;
 }
 
-bool padded(const int32_t pad[4]) { return pad[0] || pad[1] || pad[2] || pad[3]; }
+bool im_padded(const int32_t pad[4]) { return pad[0] || pad[1] || pad[2] || pad[3]; }
 
 /* Input j as a value, a view of its node included; NULL (absent optional
  * input) after an error when required. */
-const value *viewed_input(importer *im, const Onnx__NodeProto *np, int j, bool required)
+const value *im_viewed_input(importer *im, const Onnx__NodeProto *np, int j, bool required)
 {
-    const char *name = input_name(np, j);
-    int v = name ? find(im, name) : -1;
+    const char *name = im_input_name(np, j);
+    int v = name ? im_find(im, name) : -1;
     if (v >= 0 && !im->vals[v].known && im->vals[v].node < 0) v = -1; /* named, not produced yet */
     if (v < 0 && (required || name))
         poet_fail(im->err, POET_ERR_PARSE, "node '%s' (%s): input '%s' is not computed before it (dangling, or the "
@@ -113,10 +113,10 @@ const value *viewed_input(importer *im, const Onnx__NodeProto *np, int j, bool r
 }
 
 /* Input j as a value that is its node as it is. */
-const value *input_value(importer *im, const Onnx__NodeProto *np, int j, bool required)
+const value *im_input_value(importer *im, const Onnx__NodeProto *np, int j, bool required)
 {
-    const value *v = viewed_input(im, np, j, required);
-    if (v && padded(v->view.pad))
+    const value *v = im_viewed_input(im, np, j, required);
+    if (v && im_padded(v->view.pad))
         return onnx_refuse(np, "it reads a zero-padded tensor (a Pad folds only into the Conv or AveragePool that "
                            "reads it)", im->err), NULL;
     if (v && v->view.shape.ndim)
@@ -126,32 +126,32 @@ const value *input_value(importer *im, const Onnx__NodeProto *np, int j, bool re
 }
 
 /* Input j as a poet node (an activation); -1 after an error. */
-int activation(importer *im, const Onnx__NodeProto *np, int j)
+int im_activation(importer *im, const Onnx__NodeProto *np, int j)
 {
-    const value *v = input_value(im, np, j, true);
+    const value *v = im_input_value(im, np, j, true);
     if (!v) return -1;
     if (v->node < 0) {
-        refuse(im, np, "an input poet needs computed at training time is a constant here");
+        im_refuse(im, np, "an input poet needs computed at training time is a constant here");
         return -1;
     }
     return v->node;
 }
 
 /* Input j as a known tensor; NULL after an error when required. */
-const tensor *known(importer *im, const Onnx__NodeProto *np, int j, bool required)
+const tensor *im_known(importer *im, const Onnx__NodeProto *np, int j, bool required)
 {
-    const value *v = input_value(im, np, j, required);
+    const value *v = im_input_value(im, np, j, required);
     if (!v) return NULL;
     if (!v->known) {
-        refuse(im, np, "an input poet needs as a constant or initializer is computed at training time");
+        im_refuse(im, np, "an input poet needs as a constant or initializer is computed at training time");
         return NULL;
     }
     return &v->t;
 }
 
-const value *known_value(importer *im, const Onnx__NodeProto *np, int j)
+const value *im_known_value(importer *im, const Onnx__NodeProto *np, int j)
 {
-    return known(im, np, j, true) ? &im->vals[find(im, input_name(np, j))] : NULL;
+    return im_known(im, np, j, true) ? &im->vals[im_find(im, im_input_name(np, j))] : NULL;
 }
 
 /* ---- poet nodes and their weights ---- */
@@ -169,8 +169,8 @@ static poet_status reserve_floats(importer *im, float **p, uint64_t *cap, uint64
 }
 
 /* Adds a poet node for the ONNX output `out`; its parameters and buffers are
- * zero until fill() writes them. Returns the node or -1. */
-int add_node(importer *im, poet_op op, const int *inputs, int n_inputs, const poet_attrs *a, const char *out)
+ * zero until im_fill() writes them. Returns the node or -1. */
+int im_add_node(importer *im, poet_op op, const int *inputs, int n_inputs, const poet_attrs *a, const char *out)
 {
     poet_graph *g = &im->m->graph;
     char name[POET_NAME_BYTES];
@@ -196,34 +196,34 @@ static void step_name(char name[POET_NAME_BYTES], const Onnx__NodeProto *np, con
 }
 
 /* A one-input step of np's mapping, named by step_name. */
-int add_step(importer *im, const Onnx__NodeProto *np, poet_op op, int x, const poet_attrs *a, const char *suffix)
+int im_add_step(importer *im, const Onnx__NodeProto *np, poet_op op, int x, const poet_attrs *a, const char *suffix)
 {
     char name[POET_NAME_BYTES];
     step_name(name, np, suffix);
-    return add_node(im, op, &x, 1, a, name);
+    return im_add_node(im, op, &x, 1, a, name);
 }
 
 /* Names output k of np as poet node v. */
-poet_status name_output(importer *im, const Onnx__NodeProto *np, int k, int v)
+poet_status im_name_output(importer *im, const Onnx__NodeProto *np, int k, int v)
 {
-    int at = k < (int)np->n_output ? define(im, np->output[k]) : -1;
-    if (at < 0) return im->err->status ? im->err->status : refuse(im, np, "an output is missing");
+    int at = k < (int)np->n_output ? im_define(im, np->output[k]) : -1;
+    if (at < 0) return im->err->status ? im->err->status : im_refuse(im, np, "an output is missing");
     im->vals[at].node = v;
     return POET_OK;
 }
 
 /* Adds a poet node for np's first output and names that output after it. */
-poet_status emit(importer *im, const Onnx__NodeProto *np, poet_op op, const int *inputs, int n_inputs,
+poet_status im_emit(importer *im, const Onnx__NodeProto *np, poet_op op, const int *inputs, int n_inputs,
                         const poet_attrs *a)
 {
-    int v = add_node(im, op, inputs, n_inputs, a, np->output[0]);
-    return v < 0 ? im->err->status : name_output(im, np, 0, v);
+    int v = im_add_node(im, op, inputs, n_inputs, a, np->output[0]);
+    return v < 0 ? im->err->status : im_name_output(im, np, 0, v);
 }
 
 /* Copies tensor t into the last node's parameters (or buffers) at offset,
  * transposed from [rows][cols] when rows > 0, and records where it goes
  * back to. */
-poet_status fill(importer *im, const value *src, bool buffer, uint64_t offset, int64_t rows, int64_t cols)
+poet_status im_fill(importer *im, const value *src, bool buffer, uint64_t offset, int64_t rows, int64_t cols)
 {
     const poet_node *n = &im->m->graph.nodes[im->m->graph.n_nodes - 1];
     const tensor *t = &src->t;
@@ -250,20 +250,20 @@ poet_status fill(importer *im, const value *src, bool buffer, uint64_t offset, i
 
 /* ---- the ops ---- */
 
-int64_t prod(const int64_t *d, int n)
+int64_t im_prod(const int64_t *d, int n)
 {
     int64_t p = 1;
     for (int k = 0; k < n; k++) p *= d[k];
     return p;
 }
 
-const poet_shape *shape_of(const importer *im, int node) { return &im->m->graph.nodes[node].shape; }
+const poet_shape *im_shape_of(const importer *im, int node) { return &im->m->graph.nodes[node].shape; }
 
 /* The shape ONNX gives the value of a node: its node's, or its view's. */
-onnx_shape value_shape(const importer *im, const value *v)
+onnx_shape im_value_shape(const importer *im, const value *v)
 {
     if (v->view.shape.ndim) return v->view.shape;
-    const poet_shape *n = shape_of(im, v->node);
+    const poet_shape *n = im_shape_of(im, v->node);
     onnx_shape s = {n->ndim, {0}};
     for (int k = 0; k < n->ndim; k++) s.dim[k] = n->dim[k];
     if (s.ndim == 4) s.dim[2] += v->view.pad[0] + v->view.pad[2], s.dim[3] += v->view.pad[1] + v->view.pad[3];
@@ -271,32 +271,32 @@ onnx_shape value_shape(const importer *im, const value *v)
 }
 
 /* Names output k of np as node v seen through view w. */
-poet_status name_view(importer *im, const Onnx__NodeProto *np, int k, int v, const view *w)
+poet_status im_name_view(importer *im, const Onnx__NodeProto *np, int k, int v, const view *w)
 {
     view copy = *w; /* w may lie in im->vals, which naming may move */
-    poet_status st = name_output(im, np, k, v);
-    if (!st) im->vals[find(im, np->output[k])].view = copy;
+    poet_status st = im_name_output(im, np, k, v);
+    if (!st) im->vals[im_find(im, np->output[k])].view = copy;
     return st;
 }
 
 /* Input j as a node, read in the shape *s ONNX gives it (which may have
  * more than 4 dimensions); -1 after an error. */
-int shaped_activation(importer *im, const Onnx__NodeProto *np, int j, onnx_shape *s)
+int im_shaped_activation(importer *im, const Onnx__NodeProto *np, int j, onnx_shape *s)
 {
-    const value *v = viewed_input(im, np, j, true);
-    if (v && padded(v->view.pad)) v = input_value(im, np, j, true); /* refuses it */
-    if (v && v->node < 0) return activation(im, np, j);
-    if (v) *s = value_shape(im, v);
+    const value *v = im_viewed_input(im, np, j, true);
+    if (v && im_padded(v->view.pad)) v = im_input_value(im, np, j, true); /* refuses it */
+    if (v && v->node < 0) return im_activation(im, np, j);
+    if (v) *s = im_value_shape(im, v);
     return v ? v->node : -1;
 }
 
 /* Input j as a node, and the zero padding (top, left, bottom, right) a Pad
  * before it leaves to np; -1 after an error. */
-int padded_activation(importer *im, const Onnx__NodeProto *np, int j, int32_t pad[4])
+int im_padded_activation(importer *im, const Onnx__NodeProto *np, int j, int32_t pad[4])
 {
-    const value *v = viewed_input(im, np, j, true);
-    if (v && v->view.shape.ndim) v = input_value(im, np, j, true); /* refuses it */
-    if (v && v->node < 0) return activation(im, np, j);
+    const value *v = im_viewed_input(im, np, j, true);
+    if (v && v->view.shape.ndim) v = im_input_value(im, np, j, true); /* refuses it */
+    if (v && v->node < 0) return im_activation(im, np, j);
     if (v) memcpy(pad, v->view.pad, sizeof v->view.pad);
     return v ? v->node : -1;
 }

@@ -38,11 +38,11 @@ bool lp_to_csc(const lp *l, csc *c)
     return ok;
 }
 
-void start_free(mip_start *s) { free(s->idx), free(s->val); }
+void mip_start_free(mip_start *s) { free(s->idx), free(s->val); }
 
 /* The options of the solves poet runs for itself (bounds, windows): one
  * thread, no log, reproducible, to a proof. */
-poet_plan_options quiet_cbc(void)
+poet_plan_options cbc_quiet_options(void)
 {
     return (poet_plan_options){.threads = 1, .deterministic = true, .gap = 1e-9};
 }
@@ -197,7 +197,7 @@ static bool solve_in_child(void *ctx, int answer, int log)
  * child, only the solve is lost (ended false) and the planner goes on with
  * what it has. A solve that does not stop at its own limit (CLP's, for one)
  * is killed at the deadline. */
-void solve_apart(const solve_job *job, solved *out)
+void cbc_solve_apart(const solve_job *job, solved *out)
 {
     apart_ctx a = {job, host_now_s()};
     cbc_log g = {.scale = job->scale, .best = INFINITY};

@@ -27,10 +27,10 @@ typedef struct mip_start {
     double *val;
 } mip_start;
 
-void start_free(mip_start *s);
+void mip_start_free(mip_start *s);
 
 /* What CBC is to solve, and how, as plain data. The process that runs the
- * solve (a child: solve_apart) builds CBC's model from it, so that no
+ * solve (a child: cbc_solve_apart) builds CBC's model from it, so that no
  * COIN-OR code runs in poet's own process: COIN-OR answers a failed
  * allocation by terminating the process (std::bad_alloc). */
 typedef struct cbc_recipe {
@@ -50,7 +50,7 @@ typedef struct cbc_recipe {
 
 /* The options of the solves poet runs for itself (bounds, windows): one
  * thread, no log, reproducible, to a proof. */
-poet_plan_options quiet_cbc(void);
+poet_plan_options cbc_quiet_options(void);
 
 /* What a solve left behind: CBC's or CLP's answers, copied out of the model. */
 typedef struct solved {
@@ -78,7 +78,7 @@ typedef struct solve_job {
  * solve reports, its log as it comes); out->ended is false where the solve
  * was lost. Where no child can be started, the solve runs here, without
  * the deadline. */
-void solve_apart(const solve_job *job, solved *out);
+void cbc_solve_apart(const solve_job *job, solved *out);
 
 /* The LP relaxation of l with CLP, within seconds (CLP stops at its limit,
  * unlike CBC's driver): its optimum divided by obj_scale. */

@@ -538,10 +538,10 @@ static double cover_solve(cover *c, double seconds, double target_j)
     csc m;
     if (seconds <= 0 || !lp_to_csc(&c->l, &m)) return bound;
     double cutoff = target_j > 0 ? target_j / (1 - 1e-7) / full - 1 : INFINITY; /* less the margin: target_j */
-    cbc_recipe rc = {.l = &c->l, .c = &m, .lb = c->l.lb, .ub = c->l.ub, .o = quiet_cbc(), .seconds = seconds,
+    cbc_recipe rc = {.l = &c->l, .c = &m, .lb = c->l.lb, .ub = c->l.ub, .o = cbc_quiet_options(), .seconds = seconds,
                      .bound_only = true, .cutoff = cutoff};
     solved sv;
-    solve_apart(&(solve_job){.cbc = &rc, .n_cols = c->l.n_cols, .deadline = host_now_s() + 1.25 * seconds + 0.5},
+    cbc_solve_apart(&(solve_job){.cbc = &rc, .n_cols = c->l.n_cols, .deadline = host_now_s() + 1.25 * seconds + 0.5},
                 &sv);
     /* CBC's best possible objective bounds the optimum even when it ran out of time */
     if (sv.ended && !sv.infeasible && isfinite(sv.bound) && sv.bound >= 0 && sv.bound < 1e30)

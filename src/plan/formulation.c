@@ -136,13 +136,13 @@ static void add_runtime(model *m)
             lp_coef(&m->lp, row, AT(R, t, i), m->time_scale * m->p->inst->nodes[i].time_s);
 }
 
-void model_free(model *m)
+void form_free(model *m)
 {
     free(m->R), free(m->S), free(m->D), free(m->I), free(m->O), free(m->U), free(m->F);
     lp_free(&m->lp);
 }
 
-poet_status model_build(model *m, const poet_problem *p, bool paging, bool remat, bool min_budget,
+poet_status form_build(model *m, const poet_problem *p, bool paging, bool remat, bool min_budget,
                                poet_err *err)
 {
     memset(m, 0, sizeof *m);
@@ -157,7 +157,7 @@ poet_status model_build(model *m, const poet_problem *p, bool paging, bool remat
     }
     m->F = malloc((size_t)p->T * E * sizeof(int));
     if (!ok || !m->F) {
-        model_free(m);
+        form_free(m);
         return poet_fail(err, POET_ERR_NOMEM, "out of memory building the MILP");
     }
     memset(m->F, 0xff, (size_t)p->T * E * sizeof(int));
@@ -170,13 +170,13 @@ poet_status model_build(model *m, const poet_problem *p, bool paging, bool remat
     add_memory(m);
     add_runtime(m);
     if (m->lp.oom) {
-        model_free(m);
+        form_free(m);
         return poet_fail(err, POET_ERR_NOMEM, "out of memory building the MILP");
     }
     return POET_OK;
 }
 
-void each_decision(const model *m, void (*fn)(int col, int matrix, int t, int i, void *ctx), void *ctx)
+void form_each_decision(const model *m, void (*fn)(int col, int matrix, int t, int i, void *ctx), void *ctx)
 {
     const int matrices[4] = {POET_R, POET_SRAM, POET_MIN, POET_MOUT};
     const int *cols[4] = {m->R, m->S, m->I, m->O};
@@ -203,10 +203,10 @@ static void add_start_value(int col, int matrix, int t, int i, void *ctx)
     c->val[c->n++] = poet_sched_get(c->s, matrix, t, i) ? 1.0 : 0.0;
 }
 
-mip_start start_from(const model *m, const poet_schedule *s)
+mip_start form_start_from(const model *m, const poet_schedule *s)
 {
     start_ctx c = {m, s, 0, malloc((size_t)m->lp.n_cols * sizeof(int)), malloc((size_t)m->lp.n_cols * sizeof(double))};
-    if (c.idx && c.val) each_decision(m, add_start_value, &c);
+    if (c.idx && c.val) form_each_decision(m, add_start_value, &c);
     return (mip_start){c.idx && c.val ? c.n : 0, c.idx, c.val};
 }
 
@@ -222,13 +222,13 @@ static void set_from_solution(int col, int matrix, int t, int i, void *ctx)
     poet_sched_set(c->s, matrix, t, i, c->x[col] > 0.5);
 }
 
-void extract(const model *m, const double *x, poet_schedule *s)
+void form_extract(const model *m, const double *x, poet_schedule *s)
 {
     extract_ctx c = {x, s};
-    each_decision(m, set_from_solution, &c);
+    form_each_decision(m, set_from_solution, &c);
 }
 
-void normalize(poet_schedule *s)
+void form_normalize(poet_schedule *s)
 {
     int T = s->T;
     for (int i = 0; i < T; i++) {

@@ -32,18 +32,18 @@ typedef struct model {
 
 /* POET's MILP for p (remat-only, paging-only or both); with min_budget,
  * the objective is the smallest budget (a column) instead of energy. */
-poet_status model_build(model *m, const poet_problem *p, bool paging, bool remat, bool min_budget, poet_err *err);
-void model_free(model *m);
+poet_status form_build(model *m, const poet_problem *p, bool paging, bool remat, bool min_budget, poet_err *err);
+void form_free(model *m);
 
 /* Calls fn for each decision column (R, SRam, MIn, MOut) with the matrix
  * of the schedule it stands for. */
-void each_decision(const model *m, void (*fn)(int col, int matrix, int t, int i, void *ctx), void *ctx);
+void form_each_decision(const model *m, void (*fn)(int col, int matrix, int t, int i, void *ctx), void *ctx);
 /* A MIP start for CBC: the integer columns' values for a schedule. */
-mip_start start_from(const model *m, const poet_schedule *s);
+mip_start form_start_from(const model *m, const poet_schedule *s);
 /* The schedule of solution x. */
-void extract(const model *m, const double *x, poet_schedule *s);
+void form_extract(const model *m, const double *x, poet_schedule *s);
 /* Removes what an optimal solution may carry at no cost but the validator
  * refuses: recomputing or paging in what is in RAM, paging out twice. */
-void normalize(poet_schedule *s);
+void form_normalize(poet_schedule *s);
 
 #endif

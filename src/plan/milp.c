@@ -69,11 +69,11 @@ static poet_status solve(const poet_problem *p, const milp_options *mo, const po
 {
     double started = host_now_s();
     model m;
-    poet_status st = model_build(&m, p, mo->paging, mo->remat, false, err);
+    poet_status st = form_build(&m, p, mo->paging, mo->remat, false, err);
     if (st) return st;
     csc c;
     if (!lp_to_csc(&m.lp, &c)) {
-        model_free(&m);
+        form_free(&m);
         return poet_fail(err, POET_ERR_NOMEM, "out of memory building the MILP's matrix");
     }
     poet_schedule start;
@@ -86,12 +86,12 @@ static poet_status solve(const poet_problem *p, const milp_options *mo, const po
     mps_relay mps;
     if (o->write_mps && (st = mps_begin(&mps, err))) {
         csc_free(&c);
-        model_free(&m);
+        form_free(&m);
         return st;
     }
     cbc_recipe rc = {.l = &m.lp, .c = &c, .lb = m.lp.lb, .ub = m.lp.ub, .o = *o, .min_seconds = 1, .log_level = 1,
                      .cutoff = INFINITY, .write_mps = o->write_mps ? mps.base : NULL};
-    if (have_start) rc.start = start_from(&m, &start);
+    if (have_start) rc.start = form_start_from(&m, &start);
     /* the limit covers the whole planner, warm start and model included;
      * CBC looks at its clock between phases and overruns by a few percent:
      * keep that inside the limit, and time to read the answer back */
@@ -99,8 +99,8 @@ static poet_status solve(const poet_problem *p, const milp_options *mo, const po
     progress_report("milp", NAN, NAN);
     solved sv;
     solve_job job = {.cbc = &rc, .scale = 1.0 / m.obj_scale, .n_cols = m.lp.n_cols, .deadline = started + limit_s(o)};
-    solve_apart(&job, &sv);
-    start_free(&rc.start);
+    cbc_solve_apart(&job, &sv);
+    mip_start_free(&rc.start);
     csc_free(&c);
     if (o->write_mps) st = mps_end(&mps, o->write_mps, err);
     const double *x = sv.x;
@@ -112,8 +112,8 @@ static poet_status solve(const poet_problem *p, const milp_options *mo, const po
     if (!st && !(st = poet_schedule_init(&r->schedule, p->T, err))) {
         poet_err why = {0};
         if (x) {
-            extract(&m, x, &r->schedule);
-            normalize(&r->schedule);
+            form_extract(&m, x, &r->schedule);
+            form_normalize(&r->schedule);
             r->status = optimal ? POET_PLAN_OPTIMAL : POET_PLAN_FEASIBLE;
             r->found_seconds = sv.found_at > 0 ? sv.found_at : host_now_s();
         }
@@ -144,7 +144,7 @@ static poet_status solve(const poet_problem *p, const milp_options *mo, const po
     }
     free(sv.x);
     if (have_start) poet_schedule_free(&start);
-    model_free(&m);
+    form_free(&m);
     return st;
 }
 
@@ -155,14 +155,14 @@ static void smallest_budget(const poet_problem *p, const milp_options *mo, doubl
 {
     model m;
     *lo = p->min_budget_bytes, *hi = 0;
-    if (model_build(&m, p, mo->paging, mo->remat, true, NULL)) return;
+    if (form_build(&m, p, mo->paging, mo->remat, true, NULL)) return;
     csc c;
     if (lp_to_csc(&m.lp, &c)) {
-        cbc_recipe rc = {.l = &m.lp, .c = &c, .lb = m.lp.lb, .ub = m.lp.ub, .o = quiet_cbc(), .seconds = seconds,
+        cbc_recipe rc = {.l = &m.lp, .c = &c, .lb = m.lp.lb, .ub = m.lp.ub, .o = cbc_quiet_options(), .seconds = seconds,
                          .cutoff = INFINITY};
         solved sv;
         double deadline = host_now_s() + 1.1 * seconds + 1;
-        solve_apart(&(solve_job){.cbc = &rc, .n_cols = m.lp.n_cols, .deadline = deadline}, &sv);
+        cbc_solve_apart(&(solve_job){.cbc = &rc, .n_cols = m.lp.n_cols, .deadline = deadline}, &sv);
         /* M is in units of the keep-all peak */
         double b = sv.bound / m.mem_scale;
         if (sv.ended && isfinite(b) && b > (double)*lo) *lo = (uint64_t)ceil(b - 1e-3);
@@ -170,7 +170,7 @@ static void smallest_budget(const poet_problem *p, const milp_options *mo, doubl
         free(sv.x);
         csc_free(&c);
     }
-    model_free(&m);
+    form_free(&m);
 }
 
 /* The LP relaxation, built and solved by CLP; its objective in joules.
@@ -186,11 +186,11 @@ static void solve_lp(const void *ctx, double deadline, solved *out)
 {
     const relaxation *r = ctx;
     model m;
-    if (model_build(&m, r->p, r->mo->paging, r->mo->remat, false, NULL)) return;
+    if (form_build(&m, r->p, r->mo->paging, r->mo->remat, false, NULL)) return;
     /* the limit covers building the model too, and leaves a tenth for what follows */
     double left = 0.9 * (deadline - host_now_s());
     if (left > 0.1) clp_solve_relaxation(&m.lp, left, m.obj_scale, out);
-    model_free(&m);
+    form_free(&m);
 }
 
 double milp_lp_bound(const poet_problem *p, const milp_options *mo, double seconds)
@@ -198,7 +198,7 @@ double milp_lp_bound(const poet_problem *p, const milp_options *mo, double secon
     if (seconds <= 0) return NAN;
     solved sv;
     relaxation r = {p, mo};
-    solve_apart(&(solve_job){.here = solve_lp, .here_ctx = &r, .deadline = host_now_s() + seconds}, &sv);
+    cbc_solve_apart(&(solve_job){.here = solve_lp, .here_ctx = &r, .deadline = host_now_s() + seconds}, &sv);
     /* a margin for the LP's tolerances, so that the bound stays a bound */
     return sv.optimal ? sv.obj * (1 - 1e-7) : NAN;
 }

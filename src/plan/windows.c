@@ -37,19 +37,19 @@ static bool improve_window(const poet_problem *p, const model *m, const csc *c, 
                            poet_schedule *s, double *energy)
 {
     fx->s = s;
-    each_decision(m, fix_outside, fx);
-    cbc_recipe rc = {.l = &m->lp, .c = c, .lb = fx->lb, .ub = fx->ub, .o = quiet_cbc(), .seconds = seconds,
-                     .cutoff = INFINITY, .start = start_from(m, s)};
+    form_each_decision(m, fix_outside, fx);
+    cbc_recipe rc = {.l = &m->lp, .c = c, .lb = fx->lb, .ub = fx->ub, .o = cbc_quiet_options(), .seconds = seconds,
+                     .cutoff = INFINITY, .start = form_start_from(m, s)};
     solved sv;
     /* the window's share of the search's time: 1.25 times its limit (0.8 of what is left) */
     double deadline = host_now_s() + 1.25 * seconds;
-    solve_apart(&(solve_job){.cbc = &rc, .n_cols = m->lp.n_cols, .deadline = deadline}, &sv);
-    start_free(&rc.start);
+    cbc_solve_apart(&(solve_job){.cbc = &rc, .n_cols = m->lp.n_cols, .deadline = deadline}, &sv);
+    mip_start_free(&rc.start);
     bool better = false;
     poet_schedule next;
     if (sv.has_x && sv.obj / m->obj_scale < *energy * (1 - 1e-9) && !poet_schedule_init(&next, p->T, NULL)) {
-        extract(m, sv.x, &next);
-        normalize(&next);
+        form_extract(m, sv.x, &next);
+        form_normalize(&next);
         poet_sim sim;
         better = !poet_schedule_validate(p, &next, NULL) && !poet_simulate(p, &next, &sim, NULL, NULL) &&
                  sim.energy_j < *energy * (1 - 1e-9);
@@ -73,12 +73,12 @@ bool milp_improve(const poet_problem *p, const milp_options *mo, double seconds,
     if (seconds <= 0 || poet_simulate(p, s, &sim, NULL, NULL)) return false;
     double energy = sim.energy_j, start_j = energy;
     model m;
-    if (model_build(&m, p, mo->paging, mo->remat, false, NULL)) return false;
+    if (form_build(&m, p, mo->paging, mo->remat, false, NULL)) return false;
     csc c;
     size_t n = (size_t)m.lp.n_cols;
     fix_ctx fx = {.lb = malloc(n * sizeof(double)), .ub = malloc(n * sizeof(double)), .lb0 = m.lp.lb, .ub0 = m.lp.ub};
     if (!fx.lb || !fx.ub || !lp_to_csc(&m.lp, &c)) {
-        free(fx.lb), free(fx.ub), model_free(&m);
+        free(fx.lb), free(fx.ub), form_free(&m);
         return false;
     }
     memcpy(fx.lb, m.lp.lb, n * sizeof(double));
@@ -102,6 +102,6 @@ bool milp_improve(const poet_problem *p, const milp_options *mo, double seconds,
     }
     free(fx.lb), free(fx.ub);
     csc_free(&c);
-    model_free(&m);
+    form_free(&m);
     return energy < start_j;
 }
