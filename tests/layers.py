@@ -36,7 +36,7 @@ USES = {
 ORDER = list(USES)  # bottom up
 # the module each public header belongs to (poet.h, the umbrella, is the tools')
 OWNER = {
-    "status.h": "base", "ops.h": "ops", "device.h": "device", "sparse.h": "device", "alq.h": "device",
+    "status.h": "base", "transfer.h": "base", "ops.h": "ops", "device.h": "device", "sparse.h": "device", "alq.h": "device",
     "file.h": "host", "storage.h": "host", "graph.h": "graph", "cost.h": "cost", "schedule.h": "schedule",
     "plan.h": "plan", "engine.h": "runtime", "train.h": "runtime", "patch.h": "runtime", "runtime.h": "runtime",
     "update.h": "learn", "dress.h": "learn", "quantize.h": "learn", "onnx.h": "onnx", "poet.h": None,
@@ -62,7 +62,7 @@ PREFIXES = {
 MAX_LINES = 800
 # the public headers the device library is built from: freestanding, and
 # including only each other
-DEVICE_HEADERS = {"status.h", "ops.h", "device.h", "sparse.h", "alq.h"}
+DEVICE_HEADERS = {"status.h", "transfer.h", "ops.h", "device.h", "sparse.h", "alq.h"}
 # system headers a freestanding build has (string.h: memcpy and its kin,
 # which every C toolchain for a board provides)
 FREESTANDING = {"stdint.h", "stddef.h", "stdbool.h", "stdarg.h", "float.h", "limits.h", "string.h", "immintrin.h"}

@@ -1,7 +1,7 @@
 /* poet: storage that tensors page to, flash or an SD card, reached through a
  * table of functions; the host's back-ends (a file, RAM, a fault-injecting
- * wrapper). The device library reaches storage through poet_dev_storage
- * (poet/device.h); the runtime bridges the two. */
+ * wrapper), each an implementation of the one storage interface the device
+ * library calls (poet_dev_storage, poet/transfer.h). */
 #ifndef POET_STORAGE_H
 #define POET_STORAGE_H
 
@@ -9,21 +9,17 @@
 #include <stdint.h>
 
 #include "poet/status.h"
+#include "poet/transfer.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define POET_STORAGE_VERSION 1
-
+/* Storage on a host: the one storage interface (poet/transfer.h), whose
+ * transfers these back-ends do at once in start, and how to close it. */
 typedef struct poet_storage {
-    int version; /* POET_STORAGE_VERSION */
-    void *ctx;
-    uint64_t capacity_bytes;
-    poet_status (*write)(void *ctx, uint64_t offset, const void *src, size_t bytes, poet_err *err);
-    poet_status (*read)(void *ctx, uint64_t offset, void *dst, size_t bytes, poet_err *err);
-    poet_status (*sync)(void *ctx, poet_err *err);
-    void (*close)(void *ctx);
+    poet_dev_storage io;
+    void (*close)(void *ctx); /* of io.ctx */
 } poet_storage;
 
 /* A file of capacity_bytes standing in for flash, at path: created, or

@@ -19,6 +19,24 @@ static poet_status out_of_range(uint64_t cap, uint64_t offset, size_t bytes, poe
     return POET_OK;
 }
 
+/* Every back-end here copies in start, so wait has nothing left to wait
+ * for and reset nothing to forget; tickets count the starts. */
+static poet_status done_already(void *ctx, long ticket, poet_err *err)
+{
+    (void)ctx, (void)ticket, (void)err;
+    return POET_OK;
+}
+
+static void nothing_to_forget(void *ctx) { (void)ctx; }
+
+static poet_storage storage_of(void *ctx, uint64_t capacity_bytes,
+                               poet_status (*start)(void *, bool, uint64_t, void *, size_t, long *, poet_err *),
+                               poet_status (*sync)(void *, poet_err *), void (*close)(void *))
+{
+    return (poet_storage){{POET_DEV_STORAGE_VERSION, ctx, capacity_bytes, start, done_already, sync, nothing_to_forget},
+                          close};
+}
+
 /* ---- file ----
  * A storage file starts with poet's header and holds the slots after it.
  * The header is how a file poet made is told from one given by mistake (a
@@ -31,14 +49,14 @@ enum { STORE_HEADER_BYTES = 4096 }; /* the slots start block-aligned */
 typedef struct file_store {
     int fd;
     uint64_t cap;
+    long started;
     char path[256];
 } file_store;
 
 static off_t slot_at(uint64_t offset) { return (off_t)(STORE_HEADER_BYTES + offset); }
 
-static poet_status file_write(void *ctx, uint64_t offset, const void *src, size_t bytes, poet_err *err)
+static poet_status file_write(file_store *f, uint64_t offset, const void *src, size_t bytes, poet_err *err)
 {
-    file_store *f = ctx;
     poet_status st = out_of_range(f->cap, offset, bytes, err);
     for (size_t done = 0; !st && done < bytes;) {
         ssize_t n = pwrite(f->fd, (const char *)src + done, bytes - done, slot_at(offset + done));
@@ -49,9 +67,8 @@ static poet_status file_write(void *ctx, uint64_t offset, const void *src, size_
     return st;
 }
 
-static poet_status file_read(void *ctx, uint64_t offset, void *dst, size_t bytes, poet_err *err)
+static poet_status file_read(file_store *f, uint64_t offset, void *dst, size_t bytes, poet_err *err)
 {
-    file_store *f = ctx;
     poet_status st = out_of_range(f->cap, offset, bytes, err);
     for (size_t done = 0; !st && done < bytes;) {
         ssize_t n = pread(f->fd, (char *)dst + done, bytes - done, slot_at(offset + done));
@@ -61,6 +78,14 @@ static poet_status file_read(void *ctx, uint64_t offset, void *dst, size_t bytes
         done += (size_t)n;
     }
     return st;
+}
+
+static poet_status file_start(void *ctx, bool write, uint64_t offset, void *ram, size_t bytes, long *ticket,
+                              poet_err *err)
+{
+    file_store *f = ctx;
+    *ticket = f->started++;
+    return write ? file_write(f, offset, ram, bytes, err) : file_read(f, offset, ram, bytes, err);
 }
 
 static poet_status file_sync(void *ctx, poet_err *err)
@@ -109,7 +134,7 @@ static poet_status take_file(int fd, const char *path, uint64_t capacity_bytes, 
         file_close(f);
         return st;
     }
-    *out = (poet_storage){POET_STORAGE_VERSION, f, capacity_bytes, file_write, file_read, file_sync, file_close};
+    *out = storage_of(f, capacity_bytes, file_start, file_sync, file_close);
     return POET_OK;
 }
 
@@ -146,22 +171,18 @@ poet_status poet_storage_open_temp(const char *dir, uint64_t capacity_bytes, poe
 
 typedef struct mem_store {
     uint64_t cap;
+    long started;
     unsigned char bytes[];
 } mem_store;
 
-static poet_status mem_write(void *ctx, uint64_t offset, const void *src, size_t bytes, poet_err *err)
+static poet_status mem_start(void *ctx, bool write, uint64_t offset, void *ram, size_t bytes, long *ticket,
+                             poet_err *err)
 {
     mem_store *m = ctx;
+    *ticket = m->started++;
     poet_status st = out_of_range(m->cap, offset, bytes, err);
-    if (!st) memcpy(m->bytes + offset, src, bytes);
-    return st;
-}
-
-static poet_status mem_read(void *ctx, uint64_t offset, void *dst, size_t bytes, poet_err *err)
-{
-    mem_store *m = ctx;
-    poet_status st = out_of_range(m->cap, offset, bytes, err);
-    if (!st) memcpy(dst, m->bytes + offset, bytes);
+    if (!st && write) memcpy(m->bytes + offset, ram, bytes);
+    if (!st && !write) memcpy(ram, m->bytes + offset, bytes);
     return st;
 }
 
@@ -182,7 +203,7 @@ poet_status poet_storage_open_memory(uint64_t capacity_bytes, poet_storage *out,
     if (!m) return poet_fail(err, POET_ERR_NOMEM, "out of memory for %llu bytes of in-memory storage",
                              (unsigned long long)capacity_bytes);
     m->cap = capacity_bytes;
-    *out = (poet_storage){POET_STORAGE_VERSION, m, capacity_bytes, mem_write, mem_read, mem_sync, mem_close};
+    *out = storage_of(m, capacity_bytes, mem_start, mem_sync, mem_close);
     return POET_OK;
 }
 
@@ -198,25 +219,35 @@ static poet_status injected(const char *what, long n, poet_err *err)
     return poet_fail(err, POET_ERR_IO, "storage: %s number %ld failed (injected fault)", what, n);
 }
 
-static poet_status faulty_write(void *ctx, uint64_t offset, const void *src, size_t bytes, poet_err *err)
+static poet_status faulty_start(void *ctx, bool write, uint64_t offset, void *ram, size_t bytes, long *ticket,
+                                poet_err *err)
 {
     faulty *q = ctx;
-    if (++q->f->writes == q->f->fail_write_at) return injected("write", q->f->writes, err);
-    return q->inner.write(q->inner.ctx, offset, src, bytes, err);
+    long *seen = write ? &q->f->writes : &q->f->reads;
+    if (++*seen == (write ? q->f->fail_write_at : q->f->fail_read_at)) {
+        *ticket = -1;
+        return injected(write ? "write" : "read", *seen, err);
+    }
+    return q->inner.io.start(q->inner.io.ctx, write, offset, ram, bytes, ticket, err);
 }
 
-static poet_status faulty_read(void *ctx, uint64_t offset, void *dst, size_t bytes, poet_err *err)
+static poet_status faulty_wait(void *ctx, long ticket, poet_err *err)
 {
     faulty *q = ctx;
-    if (++q->f->reads == q->f->fail_read_at) return injected("read", q->f->reads, err);
-    return q->inner.read(q->inner.ctx, offset, dst, bytes, err);
+    return q->inner.io.wait(q->inner.io.ctx, ticket, err);
+}
+
+static void faulty_reset(void *ctx)
+{
+    faulty *q = ctx;
+    q->inner.io.reset(q->inner.io.ctx);
 }
 
 static poet_status faulty_sync(void *ctx, poet_err *err)
 {
     faulty *q = ctx;
     if (++q->f->syncs == q->f->fail_sync_at) return injected("sync", q->f->syncs, err);
-    return q->inner.sync(q->inner.ctx, err);
+    return q->inner.io.sync(q->inner.io.ctx, err);
 }
 
 static void faulty_close(void *ctx)
@@ -233,13 +264,13 @@ poet_status poet_storage_with_faults(poet_storage *inner, poet_storage_faults *f
     q->inner = *inner;
     q->f = f;
     memset(inner, 0, sizeof *inner);
-    *out = (poet_storage){POET_STORAGE_VERSION, q, q->inner.capacity_bytes, faulty_write, faulty_read, faulty_sync,
-                          faulty_close};
+    *out = storage_of(q, q->inner.io.capacity_bytes, faulty_start, faulty_sync, faulty_close);
+    out->io.wait = faulty_wait, out->io.reset = faulty_reset;
     return POET_OK;
 }
 
 void poet_storage_close(poet_storage *s)
 {
-    if (s && s->close) s->close(s->ctx);
+    if (s && s->close) s->close(s->io.ctx);
     if (s) memset(s, 0, sizeof *s);
 }

@@ -1,4 +1,4 @@
-/* The transfer worker. */
+/* The transfer worker: any storage, its transfers run on a thread. */
 #include "dma.h"
 
 #include <stdlib.h>
@@ -16,9 +16,9 @@ static void *worker(void *arg)
         pthread_mutex_unlock(&d->mu);
         poet_err e = {0};
         poet_status st = POET_OK;
-        if (!skip)
-            st = job.write ? d->storage->write(d->storage->ctx, job.offset, job.ram, job.bytes, &e)
-                           : d->storage->read(d->storage->ctx, job.offset, job.ram, job.bytes, &e);
+        long ticket;
+        if (!skip) st = d->storage->start(d->storage->ctx, job.write, job.offset, job.ram, job.bytes, &ticket, &e);
+        if (!skip && !st) st = d->storage->wait(d->storage->ctx, ticket, &e);
         pthread_mutex_lock(&d->mu);
         if (st && !d->failed) {
             d->failed = true;
@@ -32,7 +32,7 @@ static void *worker(void *arg)
     return NULL;
 }
 
-poet_status dma_start(dma *d, poet_storage *storage, long cap, poet_err *err)
+poet_status dma_start(dma *d, const poet_dev_storage *storage, long cap, poet_err *err)
 {
     memset(d, 0, sizeof *d);
     d->storage = storage;
@@ -104,4 +104,34 @@ void dma_reset(dma *d)
     d->failed = false;
     memset(&d->err, 0, sizeof d->err);
     pthread_mutex_unlock(&d->mu);
+    d->storage->reset(d->storage->ctx);
+}
+
+/* ---- the worker as the one storage interface ---- */
+
+static poet_status io_start(void *ctx, bool write, uint64_t offset, void *ram, size_t bytes, long *ticket,
+                            poet_err *err)
+{
+    (void)err;
+    *ticket = dma_submit(ctx, (dma_job){write, ram, offset, bytes});
+    return POET_OK;
+}
+
+static poet_status io_wait(void *ctx, long ticket, poet_err *err)
+{
+    return ticket < 0 ? dma_wait_all(ctx, err) : dma_wait(ctx, ticket, err);
+}
+
+static poet_status io_sync(void *ctx, poet_err *err)
+{
+    dma *d = ctx;
+    return d->storage->sync(d->storage->ctx, err);
+}
+
+static void io_reset(void *ctx) { dma_reset(ctx); }
+
+poet_dev_storage dma_io(dma *d)
+{
+    return (poet_dev_storage){POET_DEV_STORAGE_VERSION, d, d->storage->capacity_bytes, io_start, io_wait, io_sync,
+                              io_reset};
 }

@@ -1,6 +1,7 @@
 /* Internal: asynchronous transfers between the arena and storage on one
- * worker thread, as a DMA engine would overlap them with compute. Transfers
- * run in submission order; each gets a ticket to wait for. */
+ * worker thread, as a DMA engine would overlap them with compute: any
+ * storage (poet_dev_storage) in, the same interface out (dma_io), whose
+ * transfers run in submission order; each gets a ticket to wait for. */
 #ifndef POET_SRC_RUNTIME_DMA_H
 #define POET_SRC_RUNTIME_DMA_H
 
@@ -17,7 +18,7 @@ typedef struct dma_job {
 } dma_job;
 
 typedef struct dma {
-    poet_storage *storage;
+    const poet_dev_storage *storage; /* each job started and waited for in turn */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t work, done_cv;
@@ -29,7 +30,7 @@ typedef struct dma {
 } dma;
 
 /* Room for cap jobs in flight; allocates now, never later. */
-poet_status dma_start(dma *d, poet_storage *storage, long cap, poet_err *err);
+poet_status dma_start(dma *d, const poet_dev_storage *storage, long cap, poet_err *err);
 void dma_stop(dma *d);
 /* Returns the job's ticket. The ring never overflows: the caller keeps at
  * most cap jobs in flight (one stage's transfers). */
@@ -38,7 +39,10 @@ long dma_submit(dma *d, dma_job job);
  * so far is reported (and sticks until dma_reset). */
 poet_status dma_wait(dma *d, long ticket, poet_err *err);
 poet_status dma_wait_all(dma *d, poet_err *err);
-/* After a failed step: drops the failure so that the next step may run. */
+/* After a failed step: drops the failure (the storage's too) so that the
+ * next step may run. */
 void dma_reset(dma *d);
+/* The worker as the storage interface the device library calls. */
+poet_dev_storage dma_io(dma *d);
 
 #endif

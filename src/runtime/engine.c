@@ -35,29 +35,6 @@ poet_optimizer poet_optimizer_default(poet_optimizer_kind kind)
 
 int poet_optimizer_slots(poet_optimizer_kind kind) { return kind == POET_OPT_ADAM ? 2 : 1; }
 
-/* ---- the DMA worker behind the device library's storage table ---- */
-
-static poet_status dma_start_transfer(void *ctx, bool write, uint64_t offset, void *ram, size_t bytes, long *ticket,
-                                      poet_err *err)
-{
-    (void)err;
-    *ticket = dma_submit(ctx, (dma_job){write, ram, offset, bytes});
-    return POET_OK;
-}
-
-static poet_status dma_wait_ticket(void *ctx, long ticket, poet_err *err)
-{
-    return ticket < 0 ? dma_wait_all(ctx, err) : dma_wait(ctx, ticket, err);
-}
-
-static poet_status dma_sync(void *ctx, poet_err *err)
-{
-    dma *d = ctx;
-    return d->storage->sync(d->storage->ctx, err);
-}
-
-static void dma_forget(void *ctx) { dma_reset(ctx); }
-
 /* ---- set-up ---- */
 
 /* What one step costs on the device profile: the costs of the
@@ -85,20 +62,19 @@ static poet_status open_storage(poet_engine *e, const poet_engine_config *cfg, u
 {
     poet_status st;
     if (cfg->storage) {
-        if (cfg->storage->version != POET_STORAGE_VERSION)
-            return poet_fail(err, POET_ERR_UNSUPPORTED, "runtime: storage interface version %d, expected %d",
-                             cfg->storage->version, POET_STORAGE_VERSION);
-        if (cfg->storage->capacity_bytes < need)
+        if (cfg->storage->io.version != POET_DEV_STORAGE_VERSION)
+            return poet_fail(err, POET_ERR_UNSUPPORTED, "runtime: storage interface version %u, expected %d",
+                             (unsigned)cfg->storage->io.version, POET_DEV_STORAGE_VERSION);
+        if (cfg->storage->io.capacity_bytes < need)
             return poet_fail(err, POET_ERR_LIMIT, "runtime: the schedule pages %llu bytes; storage holds %llu",
-                             (unsigned long long)need, (unsigned long long)cfg->storage->capacity_bytes);
+                             (unsigned long long)need, (unsigned long long)cfg->storage->io.capacity_bytes);
         e->storage = *cfg->storage;
         memset(cfg->storage, 0, sizeof *cfg->storage);
     } else if ((st = poet_storage_open_memory(need, &e->storage, err))) {
         return st;
     }
-    if ((st = dma_start(&e->dma, &e->storage, transfers + 1, err))) return st;
-    e->transfers = (poet_dev_storage){POET_DEV_STORAGE_VERSION, &e->dma, e->storage.capacity_bytes,
-                                      dma_start_transfer, dma_wait_ticket, dma_sync, dma_forget};
+    if ((st = dma_start(&e->dma, &e->storage.io, transfers + 1, err))) return st;
+    e->transfers = dma_io(&e->dma);
     return POET_OK;
 }
 
