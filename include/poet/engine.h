@@ -103,7 +103,9 @@ poet_status poet_engine_eval(poet_engine *e, const float *x, const int32_t *labe
                              int *correct, poet_err *err);
 /* The logits of a batch in inference mode, rows x classes floats. */
 poet_status poet_engine_predict(poet_engine *e, const float *x, float *logits, poet_err *err);
-const poet_engine_stats *poet_engine_get_stats(const poet_engine *e);
+/* The engine's statistics, brought up to date from the device library's
+ * (which is why it takes the engine, not a const one). */
+const poet_engine_stats *poet_engine_get_stats(poet_engine *e);
 /* The device library the engine runs (weights, gradients, buffers). */
 poet_dev *poet_engine_device(poet_engine *e);
 /* Rows of a batch, input floats per row, and classes of the loss. */

@@ -150,10 +150,10 @@ poet_status poet_engine_eval(poet_engine *e, const float *x, const int32_t *labe
     return st;
 }
 
-const poet_engine_stats *poet_engine_get_stats(const poet_engine *e)
+const poet_engine_stats *poet_engine_get_stats(poet_engine *e)
 {
     const poet_dev_stats *d = poet_dev_get_stats(e->dev);
-    poet_engine_stats *s = (poet_engine_stats *)&e->stats;
+    poet_engine_stats *s = &e->stats;
     s->arena_peak_bytes = d->arena_peak_bytes;
     s->paged_out_bytes = d->paged_out_bytes, s->paged_in_bytes = d->paged_in_bytes;
     s->recomputations = d->recomputations, s->page_outs = d->page_outs, s->page_ins = d->page_ins;
