@@ -15,14 +15,30 @@ set(POET_GRAPH_SOURCES src/graph/graph.c src/graph/zoo.c src/graph/trainable.c)
 set(POET_COST_SOURCES src/cost/profile.c src/cost/instance.c src/cost/instance_io.c)
 set(POET_SCHEDULE_SOURCES src/schedule/problem.c src/schedule/schedule.c src/schedule/stages.c
     src/schedule/simulate.c src/schedule/validate.c src/schedule/program.c src/schedule/placement.c src/schedule/io.c)
-set(POET_PLAN_SOURCES src/plan/common.c src/plan/progress.c src/plan/greedy.c src/plan/lp.c src/plan/cbc.c
-    src/plan/glpk_mip.c src/plan/formulation.c src/plan/milp.c src/plan/cover.c src/plan/windows.c src/plan/fates.c
+# CBC, GLPK and protobuf-c are options (CMakeLists.txt); each has a stand-in
+# that answers without it
+if(POET_WITH_CBC)
+  set(POET_CBC_SOURCE src/plan/cbc.c)
+else()
+  set(POET_CBC_SOURCE src/plan/cbc_absent.c)
+endif()
+if(POET_WITH_GLPK)
+  set(POET_GLPK_SOURCE src/plan/glpk_mip.c)
+else()
+  set(POET_GLPK_SOURCE src/plan/glpk_absent.c)
+endif()
+set(POET_PLAN_SOURCES src/plan/common.c src/plan/progress.c src/plan/greedy.c src/plan/lp.c ${POET_CBC_SOURCE}
+    ${POET_GLPK_SOURCE} src/plan/formulation.c src/plan/milp.c src/plan/cover.c src/plan/windows.c src/plan/fates.c
     src/plan/fast.c src/plan/planners.c src/plan/sweep.c)
 set(POET_RUNTIME_SOURCES src/runtime/image_write.c src/runtime/patch_write.c src/runtime/dma.c src/runtime/engine.c
     src/runtime/checkpoint.c src/runtime/data.c src/runtime/train.c)
 set(POET_LEARN_SOURCES src/learn/dpu.c src/learn/dress.c src/learn/alq_fit.c src/learn/quantize.c)
-set(POET_ONNX_SOURCES src/onnx/import.c src/onnx/values.c src/onnx/map_window.c src/onnx/map_linear.c src/onnx/map_elementwise.c
-    src/onnx/map_norm.c src/onnx/map_shape.c src/onnx/fold.c src/onnx/write.c)
+if(POET_WITH_ONNX)
+  set(POET_ONNX_SOURCES src/onnx/import.c src/onnx/values.c src/onnx/map_window.c src/onnx/map_linear.c
+      src/onnx/map_elementwise.c src/onnx/map_norm.c src/onnx/map_shape.c src/onnx/fold.c src/onnx/write.c)
+else()
+  set(POET_ONNX_SOURCES src/onnx/absent.c)
+endif()
 
 # the host library: every module, base's poet_fail replaced by the host's
 set(POET_LIBRARY_SOURCES ${POET_BASE_SOURCES} ${POET_OPS_SOURCES} ${POET_DEVICE_SOURCES} ${POET_HOST_SOURCES}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs the whole test suite: once as
 # built for use, once under AddressSanitizer and UndefinedBehaviorSanitizer
-# (any report fails the run), then each fuzz target for a bounded time.
+# (any report fails the run), then each fuzz target for a bounded time, and
+# last a build without the optional CBC, GLPK and protobuf-c.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh --test
@@ -14,5 +15,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
     ctest --test-dir build-asan --output-on-failure -j "$(nproc)"
 echo "== fuzzing every parser for ${POET_FUZZ_SECONDS:-60} s"
 scripts/fuzz.sh "${POET_FUZZ_SECONDS:-60}"
-# set -e stopped at any failure above, so reaching here means all three passed
-echo "stages: 3 passed, 0 failed"
+echo "== built without CBC, GLPK and protobuf-c"
+scripts/build-options.sh
+# set -e stopped at any failure above, so reaching here means all four passed
+echo "stages: 4 passed, 0 failed"

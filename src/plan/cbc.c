@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "cbc.h"
 
+#include <coin/Cbc_C_Interface.h>
 #include <coin/Clp_C_Interface.h>
 #include <fcntl.h>
 #include <math.h>
@@ -14,38 +15,6 @@
 #include "../host/clock.h"
 #include "common.h"
 #include "progress.h"
-
-void csc_free(csc *c) { free(c->start), free(c->index), free(c->value); }
-
-bool lp_to_csc(const lp *l, csc *c)
-{
-    c->start = calloc((size_t)l->n_cols + 1, sizeof *c->start);
-    c->index = malloc((size_t)(l->nnz + 1) * sizeof *c->index);
-    c->value = malloc((size_t)(l->nnz + 1) * sizeof *c->value);
-    int *fill = malloc((size_t)(l->n_cols + 1) * sizeof *fill);
-    bool ok = c->start && c->index && c->value && fill;
-    if (ok) {
-        for (int k = 0; k < l->nnz; k++) c->start[l->tcol[k] + 1]++;
-        for (int j = 0; j < l->n_cols; j++) c->start[j + 1] += c->start[j];
-        for (int j = 0; j < l->n_cols; j++) fill[j] = (int)c->start[j];
-        for (int k = 0; k < l->nnz; k++) {
-            int at = fill[l->tcol[k]]++;
-            c->index[at] = l->trow[k], c->value[at] = l->tval[k];
-        }
-    }
-    free(fill);
-    if (!ok) csc_free(c);
-    return ok;
-}
-
-void mip_start_free(mip_start *s) { free(s->idx), free(s->val); }
-
-/* The options of the solves poet runs for itself (bounds, windows): one
- * thread, no log, reproducible, to a proof. */
-poet_plan_options cbc_quiet_options(void)
-{
-    return (poet_plan_options){.threads = 1, .deterministic = true, .gap = 1e-9};
-}
 
 /* ---- progress ----
  * A reporting solve sends CBC's log through a pipe to the process that
@@ -239,3 +208,5 @@ void clp_solve_relaxation(const lp *l, double seconds, double obj_scale, solved 
     Clp_deleteModel(clp);
     csc_free(&c);
 }
+
+bool cbc_available(void) { return true; }

@@ -2,32 +2,13 @@
  * from an lp (lp.h) as plain data, solved in a child process (host/apart.h)
  * that builds the model too, so that no COIN-OR code runs in poet's own
  * process (COIN-OR answers a failed allocation by terminating it, and
- * Debian's CBC 2.10 can abort on an internal assertion). */
+ * Debian's CBC 2.10 can abort on an internal assertion). Built without
+ * CBC (POET_WITH_CBC off), cbc_absent.c answers every solve with nothing. */
 #ifndef POET_SRC_PLAN_CBC_H
 #define POET_SRC_PLAN_CBC_H
 
-#include <coin/Cbc_C_Interface.h>
-
 #include "poet/plan.h"
 #include "lp.h"
-
-/* The model's matrix in column-major form; false when out of memory. */
-typedef struct csc {
-    CoinBigIndex *start;
-    int *index;
-    double *value;
-} csc;
-
-void csc_free(csc *c);
-bool lp_to_csc(const lp *l, csc *c);
-
-/* A MIP start for CBC: the integer columns' values for a schedule. */
-typedef struct mip_start {
-    int n, *idx;
-    double *val;
-} mip_start;
-
-void mip_start_free(mip_start *s);
 
 /* What CBC is to solve, and how, as plain data. The process that runs the
  * solve (a child: cbc_solve_apart) builds CBC's model from it, so that no
@@ -48,9 +29,6 @@ typedef struct cbc_recipe {
 } cbc_recipe;
 
 
-/* The options of the solves poet runs for itself (bounds, windows): one
- * thread, no log, reproducible, to a proof. */
-poet_plan_options cbc_quiet_options(void);
 
 /* What a solve left behind: CBC's or CLP's answers, copied out of the model. */
 typedef struct solved {
@@ -83,5 +61,8 @@ void cbc_solve_apart(const solve_job *job, solved *out);
 /* The LP relaxation of l with CLP, within seconds (CLP stops at its limit,
  * unlike CBC's driver): its optimum divided by obj_scale. */
 void clp_solve_relaxation(const lp *l, double seconds, double obj_scale, solved *out);
+
+/* Whether this poet was built with CBC; the milp planner needs it. */
+bool cbc_available(void);
 
 #endif

@@ -536,7 +536,7 @@ static double cover_solve(cover *c, double seconds, double target_j)
         seconds -= host_now_s() - started;
     }
     csc m;
-    if (seconds <= 0 || !lp_to_csc(&c->l, &m)) return bound;
+    if (seconds <= 0 || !cbc_available() || !lp_to_csc(&c->l, &m)) return bound;
     double cutoff = target_j > 0 ? target_j / (1 - 1e-7) / full - 1 : INFINITY; /* less the margin: target_j */
     cbc_recipe rc = {.l = &c->l, .c = &m, .lb = c->l.lb, .ub = c->l.ub, .o = cbc_quiet_options(), .seconds = seconds,
                      .bound_only = true, .cutoff = cutoff};

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../host/clock.h"
+#include "cbc.h"
 #include "common.h"
 #include "fast.h"
 #include "fates.h"
@@ -35,7 +36,7 @@ static poet_status polish(const poet_problem *p, const poet_plan_options *o, dou
                           poet_plan_result *r, poet_err *err)
 {
     double left = time_left(o, started);
-    if (r->status == POET_PLAN_OPTIMAL || p->T > POLISH_MAX_NODES || left < 1) return POET_OK;
+    if (r->status == POET_PLAN_OPTIMAL || p->T > POLISH_MAX_NODES || left < 1 || !cbc_available()) return POET_OK;
     if (energy <= r->lower_bound_j * (1 + plan_gap(o))) return POET_OK;
     poet_plan_options again = *o;
     again.time_limit_s = left;
@@ -188,9 +189,11 @@ poet_status fast_plan(const poet_problem *p, const poet_plan_options *o, poet_pl
     }
     if (energy > bound * enough) {
         progress_report("LP bound", energy, NAN);
-        double lp = milp_lp_bound(p, &mo, time_left(o, started));
-        if (isfinite(lp) && lp > bound) bound = lp;
-        else if (!isfinite(lp)) snprintf(r->note, sizeof r->note, "the LP bound was not reached in time");
+        double relaxed = milp_lp_bound(p, &mo, time_left(o, started));
+        if (isfinite(relaxed) && relaxed > bound) bound = relaxed;
+        else if (!isfinite(relaxed))
+            snprintf(r->note, sizeof r->note, "%s",
+                     cbc_available() ? "the LP bound was not reached in time" : "no LP bound: poet was built without CBC");
         progress_report(NULL, NAN, bound);
     }
     poet_sim sim;

@@ -56,3 +56,32 @@ void lp_free(lp *m)
     free(m->trow), free(m->tcol), free(m->tval);
 }
 
+void csc_free(csc *c) { free(c->start), free(c->index), free(c->value); }
+
+bool lp_to_csc(const lp *l, csc *c)
+{
+    c->start = calloc((size_t)l->n_cols + 1, sizeof *c->start);
+    c->index = malloc((size_t)(l->nnz + 1) * sizeof *c->index);
+    c->value = malloc((size_t)(l->nnz + 1) * sizeof *c->value);
+    int *fill = malloc((size_t)(l->n_cols + 1) * sizeof *fill);
+    bool ok = c->start && c->index && c->value && fill;
+    if (ok) {
+        for (int k = 0; k < l->nnz; k++) c->start[l->tcol[k] + 1]++;
+        for (int j = 0; j < l->n_cols; j++) c->start[j + 1] += c->start[j];
+        for (int j = 0; j < l->n_cols; j++) fill[j] = (int)c->start[j];
+        for (int k = 0; k < l->nnz; k++) {
+            int at = fill[l->tcol[k]]++;
+            c->index[at] = l->trow[k], c->value[at] = l->tval[k];
+        }
+    }
+    free(fill);
+    if (!ok) csc_free(c);
+    return ok;
+}
+
+void mip_start_free(mip_start *s) { free(s->idx), free(s->val); }
+
+poet_plan_options cbc_quiet_options(void)
+{
+    return (poet_plan_options){.threads = 1, .deterministic = true, .gap = 1e-9};
+}

@@ -7,6 +7,14 @@
 #include <float.h>
 #include <stdbool.h>
 
+#include "poet/plan.h"
+
+#ifdef POET_WITH_CBC
+#include <coin/Coin_C_defines.h> /* CoinBigIndex, whose width CBC's build chose */
+#else
+typedef int CoinBigIndex;
+#endif
+
 /* CBC reads bounds of DBL_MAX as infinite; IEEE infinity upsets it */
 #define LP_INF DBL_MAX
 
@@ -28,5 +36,29 @@ int lp_add_col(lp *m, double obj, double lb, double ub, bool is_int);
 int lp_add_row(lp *m, double lb, double ub);
 void lp_coef(lp *m, int row, int col, double v);
 void lp_free(lp *m);
+
+
+/* The model's matrix in column-major form, as CBC and CLP read it; false
+ * when out of memory. */
+typedef struct csc {
+    CoinBigIndex *start;
+    int *index;
+    double *value;
+} csc;
+
+void csc_free(csc *c);
+bool lp_to_csc(const lp *l, csc *c);
+
+/* A MIP start for CBC: the integer columns' values for a schedule. */
+typedef struct mip_start {
+    int n, *idx;
+    double *val;
+} mip_start;
+
+void mip_start_free(mip_start *s);
+
+/* The options of the solves poet runs for itself (bounds, windows): one
+ * thread, no log, reproducible, to a proof. */
+poet_plan_options cbc_quiet_options(void);
 
 #endif

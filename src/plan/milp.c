@@ -195,7 +195,7 @@ static void solve_lp(const void *ctx, double deadline, solved *out)
 
 double milp_lp_bound(const poet_problem *p, const milp_options *mo, double seconds)
 {
-    if (seconds <= 0) return NAN;
+    if (seconds <= 0 || !cbc_available()) return NAN;
     solved sv;
     relaxation r = {p, mo};
     cbc_solve_apart(&(solve_job){.here = solve_lp, .here_ctx = &r, .deadline = host_now_s() + seconds}, &sv);

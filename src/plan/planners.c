@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cbc.h"
 #include "greedy.h"
 #include "milp.h"
 #include "../host/clock.h"
@@ -35,6 +36,9 @@ static poet_status plan_portfolio(const poet_problem *p, const poet_plan_options
  * still optimal where it meets the bound of the budget asked for. */
 static poet_status plan_milp(const poet_problem *p, const poet_plan_options *o, poet_plan_result *r, poet_err *err)
 {
+    if (!cbc_available())
+        return poet_fail(err, POET_ERR_UNSUPPORTED,
+                         "the milp planner needs COIN-OR CBC, and this poet was built without it (POET_WITH_CBC=OFF)");
     milp_options mo = {!o->no_paging, !o->no_remat, NULL};
     poet_status st = milp_plan(p, &mo, o, r, err);
     poet_sim sim;

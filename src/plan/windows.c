@@ -70,7 +70,7 @@ bool milp_improve(const poet_problem *p, const milp_options *mo, double seconds,
 {
     double deadline = host_now_s() + seconds;
     poet_sim sim;
-    if (seconds <= 0 || poet_simulate(p, s, &sim, NULL, NULL)) return false;
+    if (seconds <= 0 || !cbc_available() || poet_simulate(p, s, &sim, NULL, NULL)) return false;
     double energy = sim.energy_j, start_j = energy;
     model m;
     if (form_build(&m, p, mo->paging, mo->remat, false, NULL)) return false;
