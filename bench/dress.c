@@ -75,7 +75,7 @@ static bool pack(packed *pk, poet_engine *e, const poet_graph *g, const int *nod
     for (int i = 0; i < LAYERS; i++) {
         const poet_node *n = &g->nodes[nodes[i]];
         uint64_t count;
-        const float *w = poet_engine_params(e, nodes[i], false, &count);
+        const float *w = poet_dev_params(poet_engine_device(e), nodes[i], false, &count);
         uint32_t rows = (uint32_t)n->attrs.features, cols = (uint32_t)(count / rows - 1); /* with the bias */
         pk->values[i] = malloc(4ull * rows * cols), pk->columns[i] = malloc(2ull * rows * cols);
         if (poet_sparse_pack(w, w + (uint64_t)rows * cols, rows, cols, SPARSITY, LEVELS, pk->values[i],

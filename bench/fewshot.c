@@ -174,7 +174,7 @@ static void put_params(poet_engine *e, const poet_graph *g, const model *m, cons
 {
     for (int k = 0; k < m->n_tensors; k++) {
         uint64_t n;
-        float *p = poet_engine_params(e, node_like(g, &m->g, m->t[k].node), false, &n);
+        float *p = poet_dev_params(poet_engine_device(e), node_like(g, &m->g, m->t[k].node), false, &n);
         if (!m->t[k].bias) memcpy(p, theta + m->t[k].at, (size_t)(n * sizeof(float)));
     }
 }
@@ -183,7 +183,7 @@ static void get_params(poet_engine *e, const poet_graph *g, const model *m, floa
 {
     for (int k = 0; k < m->n_tensors; k++) {
         uint64_t n;
-        const float *p = poet_engine_params(e, node_like(g, &m->g, m->t[k].node), false, &n);
+        const float *p = poet_dev_params(poet_engine_device(e), node_like(g, &m->g, m->t[k].node), false, &n);
         if (!m->t[k].bias) memcpy(theta + m->t[k].at, p, (size_t)(n * sizeof(float)));
     }
 }
@@ -195,8 +195,8 @@ static void copy_stats(poet_engine *to, const poet_graph *tg, poet_engine *from,
     for (int v = 0; v < tg->n_forward; v++) {
         uint64_t n, n2;
         int u = node_like(fg, tg, v);
-        float *b = poet_engine_buffers(to, v, &n);
-        const float *s = u < 0 ? NULL : poet_engine_buffers(from, u, &n2);
+        float *b = poet_dev_buffers(poet_engine_device(to), v, &n);
+        const float *s = u < 0 ? NULL : poet_dev_buffers(poet_engine_device(from), u, &n2);
         if (b && s && n && n == n2) memcpy(b, s, (size_t)(n * sizeof(float)));
     }
 }
@@ -207,7 +207,7 @@ static const float *grad_of(poet_engine *e, const poet_graph *g, const model *m,
     uint64_t n, tw, tb;
     int v = node_like(g, &m->g, t->node);
     const poet_node *nd = &g->nodes[v];
-    const float *gr = poet_engine_params(e, v, true, &n);
+    const float *gr = poet_dev_params(poet_engine_device(e), v, true, &n);
     poet_param_trained_split(nd->op, &nd->attrs, nd->params, &tw, &tb);
     if (!gr || !(t->bias ? tb : tw)) return NULL;
     return t->bias ? gr + tw : gr;
@@ -335,7 +335,7 @@ static int adapt(const model *m, arm *a, int s, poet_engine *query, const float 
     get_params(e, &a->g[s], m, work);
     put_params(query, &m->g, m, work);
     float logits[WAYS * QUERY * 10];
-    if (poet_engine_predict(query, t->qx, logits, &err)) return fprintf(stderr, "%s\n", err.msg), -1;
+    if (poet_dev_predict(poet_engine_device(query), t->qx, logits, &err)) return fprintf(stderr, "%s\n", err.msg), -1;
     int right = 0;
     for (int r = 0; r < WAYS * QUERY; r++) {
         int best = 0;
@@ -457,7 +457,7 @@ static bool meta_train(const poet_dataset *d, const pool *p, model *m, arm *meta
         for (int k = 0; k < m->n_tensors; k++) {
             const tensor *tk = &m->t[k];
             uint64_t n;
-            const float *gq = poet_engine_params(query, tk->node, true, &n);
+            const float *gq = poet_dev_params(poet_engine_device(query), tk->node, true, &n);
             if (!gq) continue;
             gq += tk->bias ? n - tk->n : 0;
             double h = 0;

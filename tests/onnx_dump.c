@@ -67,7 +67,7 @@ int main(int argc, char **argv)
     if (!start(&r, m, (poet_optimizer){POET_OPT_SGD, 0, 0, 0, 0, 0, 0})) return 1;
     int rows, classes;
     uint64_t per;
-    poet_engine_batch_shape(r.e, &rows, &per, &classes);
+    poet_dev_batch_shape(poet_engine_device(r.e), &rows, &per, &classes);
     size_t nx = (size_t)poet_shape_numel(&poet_onnx_graph(m)->nodes[0].shape);
     float *x = malloc(nx * sizeof *x), *logits = malloc((size_t)rows * (size_t)classes * sizeof *logits);
     int32_t *y = malloc((size_t)rows * sizeof *y);
@@ -77,7 +77,7 @@ int main(int argc, char **argv)
     uint64_t n;
     char path[4096];
     poet_dev *d = poet_engine_device(r.e);
-    if (poet_engine_predict(r.e, x, logits, &err)) return fail("predict", &err);
+    if (poet_dev_predict(poet_engine_device(r.e), x, logits, &err)) return fail("predict", &err);
     write_all(argv[5], "eval_logits.bin", logits, (size_t)rows * (size_t)classes * sizeof *logits);
     if (poet_engine_step(r.e, x, y, &loss, &err)) return fail("step", &err);
     snprintf(path, sizeof path, "%s/loss.txt", argv[5]);
@@ -92,7 +92,7 @@ int main(int argc, char **argv)
     d = poet_engine_device(r.e);
     snprintf(path, sizeof path, "%s/trained.onnx", argv[5]);
     if (poet_onnx_write(m, poet_dev_weights(d, &n), poet_dev_state(d, &n), path, &err)) return fail("write", &err);
-    if (poet_engine_predict(r.e, x, logits, &err)) return fail("predict", &err);
+    if (poet_dev_predict(poet_engine_device(r.e), x, logits, &err)) return fail("predict", &err);
     write_all(argv[5], "trained_logits.bin", logits, (size_t)rows * (size_t)classes * sizeof *logits);
     rig_free(&r);
     free(x), free(y), free(logits);

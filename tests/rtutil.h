@@ -73,7 +73,7 @@ static inline void rt_put_params(poet_engine *e, const poet_graph *g, const floa
 {
     for (int v = 0; v < g->n_forward; v++) {
         uint64_t n;
-        float *w = poet_engine_params(e, v, false, &n);
+        float *w = poet_dev_params(poet_engine_device(e), v, false, &n);
         if (w && n) memcpy(w, p, 4 * n), p += n;
     }
 }
@@ -82,7 +82,7 @@ static inline void rt_get_params(poet_engine *e, const poet_graph *g, float *out
 {
     for (int v = 0; v < g->n_forward; v++) {
         uint64_t n;
-        const float *w = poet_engine_params(e, v, false, &n);
+        const float *w = poet_dev_params(poet_engine_device(e), v, false, &n);
         if (w && n) memcpy(out, w, 4 * n), out += n;
     }
 }

@@ -185,7 +185,7 @@ static bool engine_is_packed(poet_quant *q, poet_engine *e, const poet_graph *g,
     for (; poet_quant_layer(q, k, &l); k++) {
         while (g->nodes[v].op != POET_OP_LINEAR) v++;
         uint64_t count;
-        const float *w = poet_engine_params(e, v++, false, &count);
+        const float *w = poet_dev_params(poet_engine_device(e), v++, false, &count);
         float *dq = malloc(4ull * l.rows * l.cols);
         poet_alq_dequantize(&l, dq);
         same = same && !memcmp(dq, w, 4ull * l.rows * l.cols);
@@ -225,7 +225,7 @@ static void test_frozen_backbone(const poet_dataset *d, const poet_graph *g)
     poet_train_report rep;
     CHECK_MSG(poet_train(r.e, d, &to, &rep, &err) == POET_OK, "%s", err.msg);
     uint64_t n;
-    const float *w0 = poet_engine_params(r.e, 1, false, &n), *head = poet_engine_params(r.e, 3, false, &n);
+    const float *w0 = poet_dev_params(poet_engine_device(r.e), 1, false, &n), *head = poet_dev_params(poet_engine_device(r.e), 3, false, &n);
     CHECK_MSG(!memcmp(w0, backbone, 4 * 64 * 32), "the frozen multi-bit backbone changed");
     CHECK_MSG(memcmp(head, params + 64 * 32 + 32, 4 * 32 * 10) != 0, "the classifier did not train");
     free(params), free(backbone);
@@ -262,7 +262,7 @@ static void test_trainers(const poet_dataset *d)
         CHECK_MSG(acc > 0.3, "case %zu: accuracy %.3f, chance 0.1", c, acc);
         if (cases[c].m == POET_QUANT_BWN) { /* one scale a row: every weight of a row has the same magnitude */
             uint64_t n;
-            const float *w = poet_engine_params(r.e, 1, false, &n);
+            const float *w = poet_dev_params(poet_engine_device(r.e), 1, false, &n);
             bool rows = true;
             for (int row = 0; row < 32; row++)
                 for (int j = 1; j < 64; j++) rows = rows && fabsf(w[row * 64 + j]) == fabsf(w[row * 64]);

@@ -152,7 +152,7 @@ static poet_status resume(const resume_case *c, char sha[65], poet_err *err)
     poet_train_options o = {0, 6, c->path, 4, true, NULL, NULL, false};
     poet_train_report rep;
     poet_status st = poet_train(r.e, c->d, &o, &rep, err);
-    if (!st) poet_engine_weights_sha256(r.e, sha);
+    if (!st) poet_dev_weights_sha256(poet_engine_device(r.e), sha);
     rig_free(&r);
     return st;
 }
@@ -216,7 +216,7 @@ static void test_checkpoints(void)
         poet_train_options o = {0, 6, NULL, 4, false, NULL, NULL, false};
         poet_train_report rep;
         CHECK(r.ok && !poet_train(r.e, &d, &o, &rep, &err));
-        if (r.ok) poet_engine_weights_sha256(r.e, whole);
+        if (r.ok) poet_dev_weights_sha256(poet_engine_device(r.e), whole);
         rig_free(&r);
     }
     CHECK_MSG(!resume(&c, resumed, &err) && strcmp(whole, resumed) == 0, "the unchanged checkpoint: %s", err.msg);

@@ -497,7 +497,7 @@ static void keep_all_run(int graph, char sha[65])
         rt_batch(&g, 100 + (uint64_t)k, x, y);
         poet_engine_step(r.e, x, y, &l, &err);
     }
-    if (r.ok) poet_engine_weights_sha256(r.e, sha);
+    if (r.ok) poet_dev_weights_sha256(poet_engine_device(r.e), sha);
     free(x);
     rig_free(&r);
     poet_graph_free(&g);

@@ -149,7 +149,7 @@ static int run_runtime(void)
     float x[2 * 64] = {0};
     int32_t y[2] = {1, 2};
     double loss;
-    poet_checkpoint_meta m = {.graph_hash = poet_engine_graph_hash(e), .seed = 1, .step = 1, .epoch = 0, .batch_in_epoch = 1};
+    poet_checkpoint_meta m = {.graph_hash = poet_dev_graph_hash(poet_engine_device(e)), .seed = 1, .step = 1, .epoch = 0, .batch_in_epoch = 1};
     char path[] = "/tmp/poet-faults-ckpt";
     if (!poet_engine_step(e, x, y, &loss, &err) && !poet_checkpoint_write(path, e, &m, &err) &&
         !poet_checkpoint_read(path, e, &m, &err))

@@ -14,9 +14,9 @@ static double loss_at(rig *r, const float *x, const int32_t *y, void *state)
     poet_err err = {0};
     /* the state (and with it the step that seeds dropout) is restored after
      * each evaluation, so that every evaluation sees the same function */
-    poet_engine_state_save(r->e, state);
+    poet_dev_state_save(poet_engine_device(r->e), state);
     if (poet_engine_step(r->e, x, y, &l, &err)) fprintf(stderr, "step: %s\n", err.msg);
-    poet_engine_state_load(r->e, state, poet_engine_state_bytes(r->e), &err);
+    poet_dev_state_load(poet_engine_device(r->e), state, poet_dev_state_bytes(poet_engine_device(r->e)), &err);
     return l;
 }
 
@@ -30,13 +30,13 @@ static void check_graph(const char *name, poet_graph *g, uint64_t seed)
     uint64_t n_in = poet_shape_numel(&g->nodes[0].shape);
     float *x = malloc(n_in * sizeof *x);
     int32_t *y = malloc(256 * sizeof *y);
-    void *state = malloc(poet_engine_state_bytes(r.e));
+    void *state = malloc(poet_dev_state_bytes(poet_engine_device(r.e)));
     rt_batch(g, seed, x, y);
     loss_at(&r, x, y, state); /* fills the gradients */
     int checked = 0, bad = 0;
     for (int v = 0; v < g->n_forward; v++) {
         uint64_t n = 0;
-        float *w = poet_engine_params(r.e, v, false, &n), *gw = poet_engine_params(r.e, v, true, &n);
+        float *w = poet_dev_params(poet_engine_device(r.e), v, false, &n), *gw = poet_dev_params(poet_engine_device(r.e), v, true, &n);
         if (!n) continue;
         float *an = malloc(n * sizeof *an);
         memcpy(an, gw, n * sizeof *an);

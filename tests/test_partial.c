@@ -191,7 +191,7 @@ static void test_gradient_slices(const char *model, const char *spec)
         if (!n->params) continue;
         uint64_t w, bias, na, nb;
         poet_param_split(n->op, &n->attrs, n->params, &w, &bias);
-        const float *ga = poet_engine_params(a.e, v, true, &na), *gb = poet_engine_params(b.e, v, true, &nb);
+        const float *ga = poet_dev_params(poet_engine_device(a.e), v, true, &na), *gb = poet_dev_params(poet_engine_device(b.e), v, true, &nb);
         CHECK(nb == (weights_train(n) ? w : 0) + (bias_trains(n) ? bias : 0) && (nb == 0) == (gb == NULL));
         if (weights_train(n) && w) tensors++, differ += !same_bits(ga, gb, w);
         if (bias_trains(n) && bias) tensors++, differ += !same_bits(ga + w, gb + (weights_train(n) ? w : 0), bias);
@@ -234,8 +234,8 @@ static void test_trains_only_mask(const char *model, const char *spec, poet_opti
         CHECK(!poet_engine_step(a.e, x, y, &la, &err) && !poet_engine_step(b.e, x, y, &lb, &err));
     }
     char ha[65], hb[65];
-    poet_engine_weights_sha256(a.e, ha);
-    poet_engine_weights_sha256(b.e, hb);
+    poet_dev_weights_sha256(poet_engine_device(a.e), ha);
+    poet_dev_weights_sha256(poet_engine_device(b.e), hb);
     CHECK_MSG(strcmp(ha, hb) == 0, "%s --train %s: keep-all and a schedule at %llu B train different weights", model,
               spec, (unsigned long long)b.p.budget_bytes);
     changed_schedules += b.sim.pagein_j > 0 || b.sim.compute_j > b.p.full_memory_energy_j * (1 + 1e-9);
@@ -292,8 +292,8 @@ static void test_rates_and_attention(void)
     rates[2 * conv] = 0.25f, rates[2 * conv + 1] = 0.5f, rates[2 * 15] = 0.125f;
     poet_dev_set_rates(d, rates);
     uint64_t cnt, P;
-    float *w = poet_engine_params(r.e, conv, false, &cnt), *before = malloc(4 * cnt);
-    const float *gw = poet_engine_params(r.e, conv, true, &cnt);
+    float *w = poet_dev_params(poet_engine_device(r.e), conv, false, &cnt), *before = malloc(4 * cnt);
+    const float *gw = poet_dev_params(poet_engine_device(r.e), conv, true, &cnt);
     float *x = malloc(4 * 32 * 64), loss;
     int32_t y[32];
     rt_batch(&g, 5, x, y);
@@ -303,7 +303,7 @@ static void test_rates_and_attention(void)
     for (uint64_t i = 0; i < cnt; i++) exact = exact && w[i] == before[i] - (i < 16 * 72 ? 0.25f : 0.5f) * gw[i];
     CHECK_MSG(exact, "SGD at the tensor's rate is not w - rate x g");
     uint64_t c1;
-    const float *c1w = poet_engine_params(r.e, 1, false, &c1);
+    const float *c1w = poet_dev_params(poet_engine_device(r.e), 1, false, &c1);
     float *c1_before = malloc(4 * c1);
     memcpy(c1_before, c1w, 4 * c1);
     /* the attending step: 4 of the 16 rows, chosen from this step's gradient */
@@ -394,7 +394,7 @@ static void test_relu_masks(const char *spec, bool reaches_pool)
         CHECK(l1 == l2 && l2 == l3);
     }
     char hp[65], hk[65], hm[65];
-    poet_engine_weights_sha256(p.e, hp), poet_engine_weights_sha256(k.e, hk), poet_engine_weights_sha256(m.e, hm);
+    poet_dev_weights_sha256(poet_engine_device(p.e), hp), poet_dev_weights_sha256(poet_engine_device(k.e), hk), poet_dev_weights_sha256(poet_engine_device(m.e), hm);
     CHECK_MSG(!strcmp(hp, hk) && !strcmp(hk, hm), "--train %s: weights %s, masked keep-all %s, masked at %llu B %s",
               masked_spec, hp, hk, (unsigned long long)m.p.budget_bytes, hm);
     changed_schedules += m.sim.pagein_j > 0 || m.sim.compute_j > m.p.full_memory_energy_j * (1 + 1e-9);
@@ -551,7 +551,7 @@ static void test_channel_subsets(const char *model, const char *spec, double rat
                 continue;
             }
             uint64_t na, nb, rows, cols, block;
-            const float *ga = poet_engine_params(a.e, u++, true, &na), *gb = poet_engine_params(b.e, v, true, &nb);
+            const float *ga = poet_dev_params(poet_engine_device(a.e), u++, true, &na), *gb = poet_dev_params(poet_engine_device(b.e), v, true, &nb);
             const poet_node *sel = part.nodes[v + 1].op == POET_OP_CHANNEL_SELECT ? &part.nodes[v + 1] : NULL;
             if (!sel || !layer_blocks(n, &rows, &cols, &block)) {
                 differ += !same_bits(ga, gb, nb);
@@ -580,7 +580,7 @@ static void test_channel_subsets(const char *model, const char *spec, double rat
               (unsigned long long)poet_engine_get_stats(b.e)->persistent_bytes, (unsigned long long)planned,
               (unsigned long long)poet_instance_persistent_bytes(&a.inst, poet_optimizer_slots(opt.kind)));
     char hb[65], hc[65];
-    poet_engine_weights_sha256(b.e, hb), poet_engine_weights_sha256(c.e, hc);
+    poet_dev_weights_sha256(poet_engine_device(b.e), hb), poet_dev_weights_sha256(poet_engine_device(c.e), hc);
     CHECK_MSG(strcmp(hb, hc) == 0, "--train %s: keep-all and a schedule at %llu B train different weights",
               spec, (unsigned long long)c.p.budget_bytes);
     changed_schedules += c.sim.pagein_j > 0 || c.sim.compute_j > c.p.full_memory_energy_j * (1 + 1e-9);

@@ -32,7 +32,7 @@ static void train_steps(rig *r, const poet_graph *g, int steps, run_result *out)
         out->ok = !poet_engine_step(r->e, x, y, &out->loss[s], &err);
         if (!out->ok) fprintf(stderr, "step %d: %s\n", s, err.msg);
     }
-    poet_engine_weights_sha256(r->e, out->sha);
+    poet_dev_weights_sha256(poet_engine_device(r->e), out->sha);
     free(x);
 }
 
@@ -137,7 +137,7 @@ static void test_storage_faults(void)
             double l;
             poet_err e2 = {0};
             poet_status st = failed_first ? POET_OK : poet_engine_step(r.e, x, y, &l, &e2);
-            poet_engine_weights_sha256(r.e, after.sha);
+            poet_dev_weights_sha256(poet_engine_device(r.e), after.sha);
             long seen = kind == 0 ? f.writes : kind == 1 ? f.reads : f.syncs;
             if (!failed_first && !st && seen < at) { /* past the last call of two steps */
                 calls[kind] = at - 1;
@@ -175,7 +175,7 @@ static void train_run(const poet_graph *g, const poet_dataset *d, const char *ck
     poet_train_options o = {0, steps, ckpt, 4, resume, NULL, NULL, false};
     poet_train_report rep;
     *st = poet_train(r.e, d, &o, &rep, err);
-    poet_engine_weights_sha256(r.e, sha);
+    poet_dev_weights_sha256(poet_engine_device(r.e), sha);
     rig_free(&r);
 }
 
@@ -303,7 +303,7 @@ static void test_sgd_forgets_a_nan(void)
         rt_batch(&g, 6, x, y);
         CHECK(!poet_engine_step(a.e, x, y, &loss, &err) && !poet_engine_step(b.e, x, y, &loss, &err));
         char ha[65], hb[65];
-        poet_engine_weights_sha256(a.e, ha), poet_engine_weights_sha256(b.e, hb);
+        poet_dev_weights_sha256(poet_engine_device(a.e), ha), poet_dev_weights_sha256(poet_engine_device(b.e), hb);
         CHECK_MSG(strcmp(ha, hb) == 0, "SGD without momentum carried a NaN into the next step");
     }
     free(w), free(x);

@@ -194,8 +194,8 @@ static void test_single_dense_level(const poet_dataset *d)
         }
     }
     char ha[65], hb[65];
-    poet_engine_weights_sha256(a.e, ha);
-    poet_engine_weights_sha256(b.e, hb);
+    poet_dev_weights_sha256(poet_engine_device(a.e), ha);
+    poet_dev_weights_sha256(poet_engine_device(b.e), hb);
     CHECK_MSG(!strcmp(ha, hb), "one dense level: %s against ordinary training's %s", ha, hb);
     free(order);
     poet_dress_free(t);
@@ -220,8 +220,8 @@ static void test_joint(const poet_dataset *d)
     CHECK(poet_dress_new(&ta, a.e, &g, &o, &err) == POET_OK && poet_dress_new(&tb, b.e, &g, &o, &err) == POET_OK);
     CHECK(poet_dress_train(ta, d, &err) == POET_OK && poet_dress_train(tb, d, &err) == POET_OK);
     char ha[65], hb[65];
-    poet_engine_weights_sha256(a.e, ha);
-    poet_engine_weights_sha256(b.e, hb);
+    poet_dev_weights_sha256(poet_engine_device(a.e), ha);
+    poet_dev_weights_sha256(poet_engine_device(b.e), hb);
     CHECK_MSG(!strcmp(ha, hb), "joint training: keep-all %s, POET schedule %s", ha, hb);
     CHECK(poet_engine_get_stats(b.e)->arena_peak_bytes <= b.p.budget_bytes);
     for (uint32_t k = 0; k < N_LEVELS; k++) {
@@ -274,7 +274,7 @@ static void test_conv_rows(const poet_dataset *d)
     for (int k = 0; k < n; k++) {
         uint64_t rows = 0, cols = 0, count;
         CHECK(poet_weight_rows(&g.nodes[nodes[k]], &rows, &cols));
-        const float *w = poet_engine_params(r.e, nodes[k], false, &count);
+        const float *w = poet_dev_params(poet_engine_device(r.e), nodes[k], false, &count);
         for (uint64_t row = 0; row < rows; row++) {
             uint64_t kept = 0;
             for (uint64_t c = 0; c < cols; c++) kept += w[row * cols + c] != 0;

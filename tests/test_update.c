@@ -60,8 +60,8 @@ static void test_mask(poet_optimizer_kind kind)
         CHECK(!poet_engine_step(c.e, x, y, &l, &err));
     }
     char hb[65], hc[65];
-    poet_engine_weights_sha256(b.e, hb);
-    poet_engine_weights_sha256(c.e, hc);
+    poet_dev_weights_sha256(poet_engine_device(b.e), hb);
+    poet_dev_weights_sha256(poet_engine_device(c.e), hc);
     CHECK(c.ok && strcmp(hb, hc) == 0);
     rig_free(&a), rig_free(&b), rig_free(&c);
     free(before), free(x), free(mask), free(ones);

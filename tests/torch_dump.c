@@ -64,10 +64,10 @@ static cJSON *dump(const char *name, const poet_graph *g, uint64_t seed)
     uint64_t s = seed;
     for (int v = 0; v < g->n_forward; v++) {
         uint64_t n = 0;
-        float *w = poet_engine_params(r.e, v, false, &n);
+        float *w = poet_dev_params(poet_engine_device(r.e), v, false, &n);
         snprintf(key, sizeof key, "%d", v);
         if (n) cJSON_AddItemToObject(params, key, floats(w, n));
-        float *b = poet_engine_buffers(r.e, v, &n);
+        float *b = poet_dev_buffers(poet_engine_device(r.e), v, &n);
         /* statistics other than the initial (0, 1), which a batch norm on
          * its running statistics would hardly tell from none */
         for (uint64_t i = 0; g->nodes[v].op == POET_OP_BATCHNORM2D && i < n; i++)
@@ -83,10 +83,10 @@ static cJSON *dump(const char *name, const poet_graph *g, uint64_t seed)
     cJSON *grads = cJSON_AddObjectToObject(o, "grads"), *after = cJSON_AddObjectToObject(o, "running_after");
     for (int v = 0; v < g->n_forward; v++) {
         uint64_t n = 0;
-        float *gw = poet_engine_params(r.e, v, true, &n);
+        float *gw = poet_dev_params(poet_engine_device(r.e), v, true, &n);
         snprintf(key, sizeof key, "%d", v);
         if (n) cJSON_AddItemToObject(grads, key, floats(gw, n));
-        float *b = poet_engine_buffers(r.e, v, &n);
+        float *b = poet_dev_buffers(poet_engine_device(r.e), v, &n);
         if (n) cJSON_AddItemToObject(after, key, floats(b, n));
     }
     free(x), free(y);

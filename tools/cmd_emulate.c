@@ -393,7 +393,7 @@ static int host_weights(emulation *em, const poet_problem *p, const poet_schedul
     } else {
         memset(mask, 0xff, P / 8 + 1);
         if (ad->rates) poet_dev_set_rates(poet_engine_device(e), ad->rates);
-        poet_engine_batch_shape(e, &rows, &per, &classes);
+        poet_dev_batch_shape(poet_engine_device(e), &rows, &per, &classes);
         size_t xb = (size_t)rows * per * sizeof(float), one = xb + (size_t)rows * sizeof(int32_t);
         float *x = malloc(xb);
         int32_t *y = malloc((size_t)rows * sizeof *y);
@@ -407,7 +407,7 @@ static int host_weights(emulation *em, const poet_problem *p, const poet_schedul
                                     : poet_dev_step(d, x, y, &loss, &err);
             if (st) rc = lib_error(&err);
         }
-        poet_engine_weights_sha256(e, sha);
+        poet_dev_weights_sha256(poet_engine_device(e), sha);
         free(x), free(y);
     }
     free(data);

@@ -254,7 +254,7 @@ static int report(const run *r, const poet_train_report *tr, cJSON *epochs, bool
 {
     const poet_engine_stats *s = poet_engine_get_stats(r->e);
     char sha[65];
-    poet_engine_weights_sha256(r->e, sha);
+    poet_dev_weights_sha256(poet_engine_device(r->e), sha);
     const char *planner = r->s.plan.schedule.planner;
     if (!json) {
         printf("%s on %s (%s), planner %s: budget %llu B of keep-all %llu B\n", r->s.g->model, r->s.inst.device.name,

@@ -101,31 +101,14 @@ poet_status poet_engine_step(poet_engine *e, const float *x, const int32_t *labe
  * predictions over the first `rows` rows (the rest is padding). */
 poet_status poet_engine_eval(poet_engine *e, const float *x, const int32_t *labels, int rows, double *loss_sum,
                              int *correct, poet_err *err);
-/* The logits of a batch in inference mode, rows x classes floats. */
-poet_status poet_engine_predict(poet_engine *e, const float *x, float *logits, poet_err *err);
 /* The engine's statistics, brought up to date from the device library's
  * (which is why it takes the engine, not a const one). */
 const poet_engine_stats *poet_engine_get_stats(poet_engine *e);
-/* The device library the engine runs (weights, gradients, buffers). */
-poet_dev *poet_engine_device(poet_engine *e);
-/* Rows of a batch, input floats per row, and classes of the loss. */
-void poet_engine_batch_shape(const poet_engine *e, int *rows, uint64_t *numel_per_row, int *classes);
-uint64_t poet_engine_seed(const poet_engine *e);
+/* The device library the engine runs: its weights, gradients and buffers,
+ * its state for checkpoints, its hashes, inference (poet_dev_predict) and
+ * the batch shape are the engine's, through this one handle. */
+poet_dev *poet_engine_device(const poet_engine *e);
 poet_optimizer poet_engine_optimizer(const poet_engine *e);
-/* Of the graph's structure and sizes: what a checkpoint must match. */
-uint32_t poet_engine_graph_hash(const poet_engine *e);
-
-/* The state a checkpoint keeps: weights, buffers, optimizer state and the
- * step count, as one flat byte image. */
-size_t poet_engine_state_bytes(const poet_engine *e);
-void poet_engine_state_save(const poet_engine *e, void *dst);
-poet_status poet_engine_state_load(poet_engine *e, const void *src, size_t len, poet_err *err);
-/* SHA-256 of the trainable weights, in node order, as 64 hex digits. */
-void poet_engine_weights_sha256(const poet_engine *e, char hex[65]);
-/* Direct access for tests: parameter (or gradient) floats of a node. */
-float *poet_engine_params(poet_engine *e, int node, bool gradient, uint64_t *count);
-/* Batch-norm running statistics of a node (mean, then variance). */
-float *poet_engine_buffers(poet_engine *e, int node, uint64_t *count);
 
 /* SHA-256 (FIPS 180-4) as 64 hex digits. */
 void poet_sha256_hex(const void *data, size_t len, char hex[65]);

@@ -26,7 +26,7 @@ static inline poet_status learn_batches_init(learn_batches *b, poet_engine *e, c
     int classes;
     memset(b, 0, sizeof *b);
     b->d = d;
-    poet_engine_batch_shape(e, &b->rows, &b->per, &classes);
+    poet_dev_batch_shape(poet_engine_device(e), &b->rows, &b->per, &classes);
     if (d->n_train < b->rows)
         return poet_fail(err, POET_ERR_INVALID, "%s: %d training examples, a batch is %d", who, d->n_train, b->rows);
     b->x = malloc(4 * (size_t)b->rows * b->per), b->y = malloc(4 * (size_t)b->rows);

@@ -58,11 +58,11 @@ bool poet_update_method_parse(const char *name, poet_update_method *m)
  * image is the weights, the optimizer state, the buffers and the step. */
 static poet_status load_model(poet_update_server *s, const float *w, const float *state, poet_err *err)
 {
-    size_t np = 4 * s->P, ns = 4 * s->S, len = poet_engine_state_bytes(s->e);
+    size_t np = 4 * s->P, ns = 4 * s->S, len = poet_dev_state_bytes(poet_engine_device(s->e));
     memset(s->state_image, 0, len);
     memcpy(s->state_image, w, np);
     memcpy(s->state_image + len - 8 - ns, state, ns);
-    return poet_engine_state_load(s->e, s->state_image, len, err);
+    return poet_dev_state_load(poet_engine_device(s->e), s->state_image, len, err);
 }
 
 static void save_model(const poet_update_server *s, float *w, float *state)
@@ -109,7 +109,7 @@ poet_status poet_update_server_new(poet_update_server **out, const poet_engine_c
     }
     s->dev = poet_engine_device(s->e);
     int classes;
-    poet_engine_batch_shape(s->e, &s->rows, &s->per, &classes);
+    poet_dev_batch_shape(poet_engine_device(s->e), &s->rows, &s->per, &classes);
     uint64_t trained;
     poet_dev_weights(s->dev, &s->P);
     poet_dev_state(s->dev, &s->S);
@@ -121,7 +121,7 @@ poet_status poet_update_server_new(poet_update_server **out, const poet_engine_c
     s->deployed_state = malloc(4 * S), s->start_state = malloc(4 * S), s->best_state = malloc(4 * S);
     s->local = malloc(4 * P), s->before = malloc(4 * P);
     s->picked = malloc(s->I + 1), s->mask = malloc(P / 8 + 1), s->order = malloc(sizeof *s->order * (s->I + 1));
-    s->state_image = malloc(poet_engine_state_bytes(s->e));
+    s->state_image = malloc(poet_dev_state_bytes(poet_engine_device(s->e)));
     s->x = malloc(4 * (size_t)s->rows * s->per), s->y = malloc(4 * (size_t)s->rows), s->idx = malloc(4 * (size_t)s->rows);
     if (!s->is_weight || !s->deployed || !s->start || !s->best || !s->deployed_state || !s->start_state ||
         !s->best_state || !s->local || !s->before || !s->picked || !s->mask || !s->order ||

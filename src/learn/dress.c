@@ -66,7 +66,7 @@ static poet_status find_layers(poet_dress *t, const poet_graph *g, poet_err *err
         const poet_node *n = &g->nodes[v];
         if (!n->params) continue;
         grad *gr = &t->grads[t->n_grads++];
-        gr->g = poet_engine_params(t->e, v, true, &gr->n), gr->layer = -1;
+        gr->g = poet_dev_params(poet_engine_device(t->e), v, true, &gr->n), gr->layer = -1;
         if (!gr->g || gr->n != n->params)
             return poet_fail(err, POET_ERR_INVALID, "dress: node %s has frozen parameters; every one must train",
                              n->name);
@@ -80,7 +80,7 @@ static poet_status find_layers(poet_dress *t, const poet_graph *g, poet_err *err
         layer *l = &t->layers[t->n_layers];
         gr->layer = t->n_layers++;
         uint64_t count;
-        *l = (layer){v, rows, cols, poet_engine_params(t->e, v, false, &count), NULL, NULL};
+        *l = (layer){v, rows, cols, poet_dev_params(poet_engine_device(t->e), v, false, &count), NULL, NULL};
         l->dense = malloc(4ull * rows * cols), l->rank = malloc(2ull * rows * cols);
         if (!l->dense || !l->rank) return poet_fail(err, POET_ERR_NOMEM, "out of memory for the dress trainer");
         if (cols > widest) widest = cols;

@@ -84,7 +84,7 @@ static poet_status add_layer(poet_quant *q, const poet_graph *g, int v, poet_err
     l->group = q->o.method == POET_QUANT_BWN ? l->cols : q->o.group;
     if (l->group > l->cols) l->group = l->cols;
     l->per_row = (l->cols + l->group - 1) / l->group, l->n_groups = l->rows * l->per_row;
-    l->w = poet_engine_params(q->e, v, false, &count);
+    l->w = poet_dev_params(poet_engine_device(q->e), v, false, &count);
     uint64_t W = (uint64_t)l->rows * l->cols;
     l->latent = malloc(4 * W), l->mw = calloc(W, sizeof *l->mw), l->terms = calloc(l->n_groups, 1);
     l->alpha = calloc((size_t)l->n_groups * T, sizeof *l->alpha), l->ma = calloc((size_t)l->n_groups * T, sizeof *l->ma);
@@ -104,7 +104,7 @@ static poet_status find_layers(poet_quant *q, const poet_graph *g, poet_err *err
         const poet_node *n = &g->nodes[v];
         uint64_t count;
         if (!n->params) continue;
-        if (!poet_engine_params(q->e, v, true, &count) || count != n->params)
+        if (!poet_dev_params(poet_engine_device(q->e), v, true, &count) || count != n->params)
             return poet_fail(err, POET_ERR_INVALID, "quantize: node %s has frozen parameters; every one must train",
                              n->name);
         uint64_t rows, cols;
@@ -394,7 +394,7 @@ static poet_status step(void *ctx, const float *x, const int32_t *y, poet_err *e
     for (int k = 0; k < q->n_layers; k++) {
         qlayer *l = &q->layers[k];
         uint64_t count;
-        const float *grad = poet_engine_params(q->e, l->node, true, &count);
+        const float *grad = poet_dev_params(poet_engine_device(q->e), l->node, true, &count);
         for (uint64_t i = 0; i < (uint64_t)l->rows * l->cols; i++) amsgrad(&l->mw[i], grad[i]);
         if (q->o.method != POET_QUANT_ALQ) { /* straight through to the latent weights */
             for (uint64_t i = 0; i < (uint64_t)l->rows * l->cols; i++) {
@@ -490,7 +490,7 @@ bool poet_quant_layer(poet_quant *q, int k, poet_alq_layer *out)
         }
     }
     uint64_t count;
-    const float *p = poet_engine_params(q->e, l->node, false, &count);
+    const float *p = poet_dev_params(poet_engine_device(q->e), l->node, false, &count);
     *out = (poet_alq_layer){l->rows, l->cols, l->group, q->packed_terms, q->packed_alpha, q->packed_bits,
                             p + (uint64_t)l->rows * l->cols};
     return true;

@@ -73,7 +73,7 @@ poet_status poet_checkpoint_parse(const uint8_t *data, size_t len, poet_checkpoi
 poet_status poet_checkpoint_write(const char *path, const poet_engine *e, const poet_checkpoint_meta *meta,
                                   poet_err *err)
 {
-    size_t n = poet_engine_state_bytes(e), len = HEADER_BYTES + n + 4;
+    size_t n = poet_dev_state_bytes(poet_engine_device(e)), len = HEADER_BYTES + n + 4;
     unsigned char *buf = malloc(len);
     if (!buf) return poet_fail(err, POET_ERR_NOMEM, "out of memory writing checkpoint '%s'", path);
     poet_optimizer o = poet_engine_optimizer(e);
@@ -90,7 +90,7 @@ poet_status poet_checkpoint_write(const char *path, const poet_engine *e, const 
     le_put(buf + AT_EXAMPLES, meta->train_examples, 8);
     le_put(buf + AT_OPT_KIND, (uint64_t)o.kind, 4);
     for (int k = 0; k < N_OPT_REALS; k++) put_real(buf + AT_OPT_REALS + 4 * k, r[k]);
-    poet_engine_state_save(e, buf + HEADER_BYTES);
+    poet_dev_state_save(poet_engine_device(e), buf + HEADER_BYTES);
     le_put(buf + len - 4, crc32(0L, buf, (uInt)(len - 4)), 4);
     poet_status st = poet_write_file_atomic(path, buf, len, err);
     free(buf);
@@ -137,7 +137,7 @@ poet_status poet_checkpoint_read(const char *path, poet_engine *e, poet_checkpoi
     if (!st && (n < 8 || le_get((const uint8_t *)data + HEADER_BYTES + n - 8, 8) != (uint64_t)m.step))
         st = poet_fail(err, POET_ERR_INVALID, "checkpoint '%s' is inconsistent: its state and its header count "
                                               "different steps", path);
-    if (!st) st = poet_engine_state_load(e, data + HEADER_BYTES, n, err);
+    if (!st) st = poet_dev_state_load(poet_engine_device(e), data + HEADER_BYTES, n, err);
     if (!st) *meta = m;
     free(data);
     return st;

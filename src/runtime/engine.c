@@ -166,12 +166,7 @@ const poet_engine_stats *poet_engine_get_stats(poet_engine *e)
     return s;
 }
 
-poet_status poet_engine_predict(poet_engine *e, const float *x, float *logits, poet_err *err)
-{
-    return poet_dev_predict(e->dev, x, logits, err);
-}
-
-poet_dev *poet_engine_device(poet_engine *e) { return e->dev; }
+poet_dev *poet_engine_device(const poet_engine *e) { return e->dev; }
 
 const uint8_t *poet_engine_image(const poet_engine *e, size_t *len)
 {
@@ -179,30 +174,7 @@ const uint8_t *poet_engine_image(const poet_engine *e, size_t *len)
     return e->image;
 }
 
-void poet_engine_batch_shape(const poet_engine *e, int *rows, uint64_t *numel_per_row, int *classes)
-{
-    poet_dev_batch_shape(e->dev, rows, numel_per_row, classes);
-}
-
-uint64_t poet_engine_seed(const poet_engine *e) { return poet_dev_seed(e->dev); }
 poet_optimizer poet_engine_optimizer(const poet_engine *e) { return e->optimizer; }
-uint32_t poet_engine_graph_hash(const poet_engine *e) { return poet_dev_graph_hash(e->dev); }
-size_t poet_engine_state_bytes(const poet_engine *e) { return poet_dev_state_bytes(e->dev); }
-void poet_engine_state_save(const poet_engine *e, void *dst) { poet_dev_state_save(e->dev, dst); }
-
-poet_status poet_engine_state_load(poet_engine *e, const void *src, size_t len, poet_err *err)
-{
-    return poet_dev_state_load(e->dev, src, len, err);
-}
-
-void poet_engine_weights_sha256(const poet_engine *e, char hex[65]) { poet_dev_weights_sha256(e->dev, hex); }
-
-float *poet_engine_params(poet_engine *e, int node, bool gradient, uint64_t *count)
-{
-    return poet_dev_params(e->dev, node, gradient, count);
-}
-
-float *poet_engine_buffers(poet_engine *e, int node, uint64_t *count) { return poet_dev_buffers(e->dev, node, count); }
 
 void poet_sha256_hex(const void *data, size_t len, char hex[65])
 {

@@ -69,7 +69,7 @@ poet_status poet_evaluate(poet_engine *e, const float *xs, const int32_t *ys, co
 {
     int rows, classes;
     uint64_t per;
-    poet_engine_batch_shape(e, &rows, &per, &classes);
+    poet_dev_batch_shape(poet_engine_device(e), &rows, &per, &classes);
     int *pick = malloc((size_t)rows * sizeof *pick);
     float *x = malloc((size_t)rows * (size_t)per * sizeof *x);
     int32_t *y = malloc((size_t)rows * sizeof *y);
@@ -115,7 +115,7 @@ static poet_status check_fit(loop *l, poet_err *err)
 
 static poet_checkpoint_meta meta_at(const loop *l, long step, long epoch, long batch)
 {
-    return (poet_checkpoint_meta){.graph_hash = poet_engine_graph_hash(l->e), .seed = l->seed, .step = step,
+    return (poet_checkpoint_meta){.graph_hash = poet_dev_graph_hash(poet_engine_device(l->e)), .seed = l->seed, .step = step,
                                   .epoch = epoch, .batch_in_epoch = batch, .train_examples = (uint64_t)l->d->n_train};
 }
 
@@ -200,8 +200,8 @@ poet_status poet_train(poet_engine *e, const poet_dataset *d, const poet_train_o
                        poet_err *err)
 {
     memset(r, 0, sizeof *r);
-    loop l = {.e = e, .d = d, .o = o, .seed = poet_engine_seed(e)};
-    poet_engine_batch_shape(e, &l.rows, &l.per, &l.classes);
+    loop l = {.e = e, .d = d, .o = o, .seed = poet_dev_seed(poet_engine_device(e))};
+    poet_dev_batch_shape(poet_engine_device(e), &l.rows, &l.per, &l.classes);
     poet_status st = check_fit(&l, err);
     if (st) return st;
     l.batches = d->n_train / l.rows;
