@@ -68,7 +68,7 @@ static bool quantized(const poet_dataset *d, const poet_graph *g, const float *d
                             epochs, epochs / 3, 10, 1e-3f, seed + 1};
     if (!start(&r, g, dense, seed)) return false;
     double loss;
-    if (poet_quant_new(&q, r.e, g, &o, &err) || poet_quant_train(q, d, &err) ||
+    if (poet_quant_new(r.e, g, &o, &q, &err) || poet_quant_train(q, d, &err) ||
         poet_evaluate(r.e, d->test_x, d->test_y, NULL, d->n_test, &loss, &out->acc, &err))
         return fail(&err);
     out->bits = poet_quant_bits(q), out->bytes = poet_quant_bytes(q), out->run = true;

@@ -185,14 +185,14 @@ static bool run_seed(const poet_dataset *d, const poet_graph *g, uint64_t seed, 
     for (int v = 0; v < g->n_forward; v++) P += g->nodes[v].params;
     float *dense = malloc(4 * P);
     poet_dress_options o = levels(0, 1, epochs, seed);
-    if (!start(&r, g, NULL, seed) || poet_dress_new(&t, r.e, g, &o, &err) || poet_dress_train(t, d, &err) ||
+    if (!start(&r, g, NULL, seed) || poet_dress_new(r.e, g, &o, &t, &err) || poet_dress_train(t, d, &err) ||
         poet_dress_evaluate(t, d, 0, &(double){0}, &res->dense, &err))
         return fail(&err);
     rt_get_params(r.e, g, dense);
     poet_dress_free(t), rig_free(&r);
 
     o = levels(0, LEVELS, epochs, seed + 1);
-    if (!start(&r, g, dense, seed) || poet_dress_new(&t, r.e, g, &o, &err)) return fail(&err);
+    if (!start(&r, g, dense, seed) || poet_dress_new(r.e, g, &o, &t, &err)) return fail(&err);
     if (!accuracies(t, d, res->oneshot)) return false;
     if (poet_dress_train(t, d, &err)) return fail(&err);
     if (!accuracies(t, d, res->dress)) return false;
@@ -203,7 +203,7 @@ static bool run_seed(const poet_dataset *d, const poet_graph *g, uint64_t seed, 
 
     for (uint32_t k = 0; k < LEVELS; k++) {
         o = levels(k, 1, epochs, seed + 1);
-        if (!start(&r, g, dense, seed) || poet_dress_new(&t, r.e, g, &o, &err) || poet_dress_prune(t, 0, &err) ||
+        if (!start(&r, g, dense, seed) || poet_dress_new(r.e, g, &o, &t, &err) || poet_dress_prune(t, 0, &err) ||
             poet_dress_train(t, d, &err) || poet_dress_evaluate(t, d, 0, &(double){0}, &res->per_level[k], &err))
             return fail(&err);
         poet_dress_free(t), rig_free(&r);

@@ -262,7 +262,7 @@ static bool start_planned(rig *r, const poet_graph *g, const char *planner, bool
     ok = ok && (r->plan.status == POET_PLAN_OPTIMAL || r->plan.status == POET_PLAN_FEASIBLE);
     ok = ok && !poet_simulate(&r->p, &r->plan.schedule, &r->sim, NULL, &err);
     poet_engine_config cfg = {g, &r->p, &r->plan.schedule, NULL, {POET_OPT_SGD, 0, 0, 0, 0, 0, 0}, 1, 0, theta, NULL};
-    ok = ok && !poet_engine_new(&r->e, &cfg, &err);
+    ok = ok && !poet_engine_new(&cfg, &r->e, &err);
     if (!ok) fprintf(stderr, "fewshot: %s: %s\n", g->model, err.msg[0] ? err.msg : "no schedule");
     return r->ok = ok;
 }

@@ -52,7 +52,7 @@ static bool start(rig *r, poet_onnx_model *m, poet_optimizer opt)
     uint64_t n;
     poet_engine_config cfg = {g, &r->p, &r->plan.schedule, NULL, opt, 1, 0, poet_onnx_params(m, &n),
                               poet_onnx_buffers(m, &n)};
-    if (poet_engine_new(&r->e, &cfg, &err)) return fail("engine", &err), false;
+    if (poet_engine_new(&cfg, &r->e, &err)) return fail("engine", &err), false;
     return r->ok = true;
 }
 

@@ -205,7 +205,7 @@ static void test_frozen_backbone(const poet_dataset *d, const poet_graph *g)
     rig_start(&r, g, "keep-all", 0, NULL, poet_optimizer_default(POET_OPT_ADAM), 8);
     poet_quant *q;
     poet_quant_options o = opts(POET_QUANT_ALQ, 1, 2);
-    CHECK(poet_quant_new(&q, r.e, g, &o, &err) == POET_OK && poet_quant_train(q, d, &err) == POET_OK);
+    CHECK(poet_quant_new(r.e, g, &o, &q, &err) == POET_OK && poet_quant_train(q, d, &err) == POET_OK);
     uint64_t P = 0;
     for (int v = 0; v < g->n_forward; v++) P += g->nodes[v].params;
     float *params = malloc(4 * P), *backbone = malloc(4 * 64 * 32);
@@ -220,7 +220,7 @@ static void test_frozen_backbone(const poet_dataset *d, const poet_graph *g)
     rig_start(&r, &part, "keep-all", 0, NULL, poet_optimizer_default(POET_OPT_ADAM), 8);
     poet_engine_free(r.e);
     poet_engine_config cfg = {&part, &r.p, &r.plan.schedule, NULL, poet_optimizer_default(POET_OPT_ADAM), 8, 0, params, NULL};
-    CHECK(poet_engine_new(&r.e, &cfg, &err) == POET_OK);
+    CHECK(poet_engine_new(&cfg, &r.e, &err) == POET_OK);
     poet_train_options to = {.epochs = 2};
     poet_train_report rep;
     CHECK_MSG(poet_train(r.e, d, &to, &rep, &err) == POET_OK, "%s", err.msg);
@@ -249,7 +249,7 @@ static void test_trainers(const poet_dataset *d)
         CHECK(r.ok);
         poet_quant *q;
         poet_quant_options o = opts(cases[c].m, cases[c].bits, 4);
-        CHECK_MSG(poet_quant_new(&q, r.e, &g, &o, &err) == POET_OK, "%s", err.msg);
+        CHECK_MSG(poet_quant_new(r.e, &g, &o, &q, &err) == POET_OK, "%s", err.msg);
         CHECK_MSG(poet_quant_train(q, d, &err) == POET_OK, "%s", err.msg);
         double bits = poet_quant_bits(q);
         /* at most the target, and within one group (16 weights) of it */
@@ -279,7 +279,7 @@ static void test_trainers(const poet_dataset *d)
     rig_start(&rc, &cnn, "keep-all", 0, NULL, poet_optimizer_default(POET_OPT_ADAM), 5);
     poet_quant *qc;
     poet_quant_options bwn = opts(POET_QUANT_BWN, 1, 1);
-    CHECK(poet_quant_new(&qc, rc.e, &cnn, &bwn, &err) == POET_OK && poet_quant_train(qc, d, &err) == POET_OK);
+    CHECK(poet_quant_new(rc.e, &cnn, &bwn, &qc, &err) == POET_OK && poet_quant_train(qc, d, &err) == POET_OK);
     poet_alq_layer conv;
     CHECK(poet_quant_layer(qc, 1, &conv) && conv.rows == 8 && conv.cols == 72 && conv.group == 72);
     CHECK(fabs(poet_quant_bits(qc) - 1) < 1e-12);
@@ -289,11 +289,11 @@ static void test_trainers(const poet_dataset *d)
     rig_start(&r, &g, "keep-all", 0, NULL, poet_optimizer_default(POET_OPT_ADAM), 5);
     poet_quant *q = NULL;
     poet_quant_options bad = opts(POET_QUANT_ALQ, 4, 2); /* more than the 3 terms it starts with */
-    CHECK(poet_quant_new(&q, r.e, &g, &bad, &err) == POET_ERR_INVALID && !q);
+    CHECK(poet_quant_new(r.e, &g, &bad, &q, &err) == POET_ERR_INVALID && !q);
     bad = opts(POET_QUANT_ALQ, 1, 2), bad.init_terms = 7;
-    CHECK(poet_quant_new(&q, r.e, &g, &bad, &err) == POET_ERR_INVALID && !q);
+    CHECK(poet_quant_new(r.e, &g, &bad, &q, &err) == POET_ERR_INVALID && !q);
     bad = opts(POET_QUANT_ALQ, 1, 2), bad.prune_epochs = 0; /* 3 terms to 1 bit with no pruning */
-    CHECK(poet_quant_new(&q, r.e, &g, &bad, &err) == POET_ERR_INVALID && !q && strstr(err.msg, "pruning epoch"));
+    CHECK(poet_quant_new(r.e, &g, &bad, &q, &err) == POET_ERR_INVALID && !q && strstr(err.msg, "pruning epoch"));
     rig_free(&r);
     poet_graph_free(&g);
 }

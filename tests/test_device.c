@@ -264,10 +264,10 @@ static void test_image_checks(void)
     poet_dev_inspect(img, e.len, &need, NULL);
     void *mem = aligned_alloc(8, (size_t)need.total_bytes);
     poet_dev *d = NULL;
-    CHECK(poet_dev_open(&d, img, e.len, mem, (size_t)need.total_bytes - 8, NULL, NULL, &err) == POET_ERR_LIMIT &&
+    CHECK(poet_dev_open(img, e.len, mem, (size_t)need.total_bytes - 8, NULL, NULL, &d, &err) == POET_ERR_LIMIT &&
           strstr(err.msg, "needs"));
     if (need.storage_bytes)
-        CHECK(poet_dev_open(&d, img, e.len, mem, (size_t)need.total_bytes, NULL, NULL, &err) == POET_ERR_INVALID &&
+        CHECK(poet_dev_open(img, e.len, mem, (size_t)need.total_bytes, NULL, NULL, &d, &err) == POET_ERR_INVALID &&
               strstr(err.msg, "storage"));
     free(mem);
     free(img);
@@ -381,7 +381,7 @@ static void test_overlap_refused(void)
         CHECK_MSG(!poet_dev_inspect(img, e.len, &need, &err), "inspect: %s", err.msg);
         void *mem = aligned_alloc(8, (size_t)(need.total_bytes + 7) / 8 * 8);
         poet_dev *d = NULL;
-        CHECK_MSG(poet_dev_open(&d, img, e.len, mem, (size_t)need.total_bytes, NULL, NULL, &err) == POET_ERR_INVALID &&
+        CHECK_MSG(poet_dev_open(img, e.len, mem, (size_t)need.total_bytes, NULL, NULL, &d, &err) == POET_ERR_INVALID &&
                       strstr(err.msg, "is placed over node") && !d,
                   "a node written over its input: %s", err.msg);
         free(mem);
@@ -468,7 +468,7 @@ static bool late_run(int graph, const char *planner, double fraction, char sha[6
     void *mem = aligned_alloc(8, (size_t)need.total_bytes);
     poet_dev *d = NULL;
     poet_err err = {0};
-    CHECK_MSG(!poet_dev_open(&d, e.img, e.len, mem, (size_t)need.total_bytes, &st, NULL, &err), "%s", err.msg);
+    CHECK_MSG(!poet_dev_open(e.img, e.len, mem, (size_t)need.total_bytes, &st, NULL, &d, &err), "%s", err.msg);
     uint64_t n = poet_shape_numel(&e.g.nodes[0].shape);
     float *x = malloc(n * sizeof *x), loss;
     int32_t y[64];

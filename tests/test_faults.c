@@ -145,7 +145,7 @@ static int run_runtime(void)
     poet_plan_options o = {0};
     if (poet_plan("paging", &p, &o, &r, &err)) goto problem;
     poet_engine_config cfg = {&g, &p, &r.schedule, NULL, poet_optimizer_default(POET_OPT_ADAM), 1, 0, NULL, NULL};
-    if (r.status != POET_PLAN_FEASIBLE || poet_engine_new(&e, &cfg, &err)) goto result;
+    if (r.status != POET_PLAN_FEASIBLE || poet_engine_new(&cfg, &e, &err)) goto result;
     float x[2 * 64] = {0};
     int32_t y[2] = {1, 2};
     double loss;
@@ -188,17 +188,17 @@ static int run_compact(void)
     if (poet_plan("keep-all", &p, &o, &r, &err)) goto problem;
     poet_engine_config cfg = {&g, &p, &r.schedule, NULL, poet_optimizer_default(POET_OPT_ADAM), 1, 0, NULL, NULL};
     bool planned = r.status == POET_PLAN_OPTIMAL || r.status == POET_PLAN_FEASIBLE;
-    if (!planned || poet_engine_new(&e, &cfg, &err)) goto result;
+    if (!planned || poet_engine_new(&cfg, &e, &err)) goto result;
     poet_dress *d = NULL;
     poet_dress_options dopt = {.n_levels = 2, .sparsity_bp = {0, 5000}, .epochs = 1};
     double loss, acc;
-    bool ok = !poet_dress_new(&d, e, &g, &dopt, &err) && !poet_dress_train(d, &compact_data, &err) &&
+    bool ok = !poet_dress_new(e, &g, &dopt, &d, &err) && !poet_dress_train(d, &compact_data, &err) &&
               !poet_dress_evaluate(d, &compact_data, 1, &loss, &acc, &err);
     poet_dress_free(d);
     poet_quant *q = NULL;
     poet_quant_options qopt = {POET_QUANT_ALQ, 16, 2, 0.5, 1, 1, 2, 1e-3f, 1};
     poet_alq_layer l;
-    ok = ok && !poet_quant_new(&q, e, &g, &qopt, &err) && !poet_quant_train(q, &compact_data, &err) &&
+    ok = ok && !poet_quant_new(e, &g, &qopt, &q, &err) && !poet_quant_train(q, &compact_data, &err) &&
          poet_quant_layer(q, 1, &l);
     poet_quant_free(q);
     rc = ok ? 0 : 1;

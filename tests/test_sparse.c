@@ -180,7 +180,7 @@ static void test_single_dense_level(const poet_dataset *d)
     CHECK(a.ok && b.ok);
     poet_dress *t;
     poet_dress_options o = options(1, 2);
-    CHECK(poet_dress_new(&t, a.e, &g, &o, &err) == POET_OK);
+    CHECK(poet_dress_new(a.e, &g, &o, &t, &err) == POET_OK);
     CHECK(poet_dress_train(t, d, &err) == POET_OK);
     int *order = malloc(sizeof(int) * (size_t)d->n_train);
     float x[32 * 64];
@@ -217,7 +217,7 @@ static void test_joint(const poet_dataset *d)
     CHECK(a.ok && b.ok && b.p.budget_bytes < a.p.budget_bytes);
     poet_dress *ta, *tb;
     poet_dress_options o = options(N_LEVELS, 3);
-    CHECK(poet_dress_new(&ta, a.e, &g, &o, &err) == POET_OK && poet_dress_new(&tb, b.e, &g, &o, &err) == POET_OK);
+    CHECK(poet_dress_new(a.e, &g, &o, &ta, &err) == POET_OK && poet_dress_new(b.e, &g, &o, &tb, &err) == POET_OK);
     CHECK(poet_dress_train(ta, d, &err) == POET_OK && poet_dress_train(tb, d, &err) == POET_OK);
     char ha[65], hb[65];
     poet_dev_weights_sha256(poet_engine_device(a.e), ha);
@@ -234,7 +234,7 @@ static void test_joint(const poet_dataset *d)
     /* the per-level baseline: prune to 75%, fine-tune that one level */
     poet_dress_options one = {.n_levels = 1, .sparsity_bp = {7500}, .epochs = 1, .seed = 9};
     poet_dress *tp;
-    CHECK(poet_dress_new(&tp, a.e, &g, &one, &err) == POET_OK && poet_dress_prune(tp, 0, &err) == POET_OK);
+    CHECK(poet_dress_new(a.e, &g, &one, &tp, &err) == POET_OK && poet_dress_prune(tp, 0, &err) == POET_OK);
     uint64_t P = n_weights(&g);
     float *pruned = malloc(4 * P), *tuned = malloc(4 * P);
     rt_get_params(a.e, &g, pruned);
@@ -266,7 +266,7 @@ static void test_conv_rows(const poet_dataset *d)
     rig_start(&r, &g, "keep-all", 0, NULL, poet_optimizer_default(POET_OPT_ADAM), 5);
     poet_dress *t;
     poet_dress_options o = {.n_levels = 2, .sparsity_bp = {0, 7500}, .epochs = 1, .seed = 3};
-    CHECK(poet_dress_new(&t, r.e, &g, &o, &err) == POET_OK && poet_dress_train(t, d, &err) == POET_OK);
+    CHECK(poet_dress_new(r.e, &g, &o, &t, &err) == POET_OK && poet_dress_train(t, d, &err) == POET_OK);
     int nodes[8], n = poet_dress_layers(t, nodes, 8);
     CHECK_MSG(n == 5, "%d sparse layers in cnn_digits, want 4 convolutions and the classifier", n);
     CHECK(poet_dress_prune(t, 1, &err) == POET_OK);
@@ -297,10 +297,10 @@ static void test_trainer_refusals(void)
     rig_start(&a, &g, "keep-all", 0, NULL, poet_optimizer_default(POET_OPT_SGD), 1);
     poet_dress *t = NULL;
     poet_dress_options o = options(2, 1);
-    CHECK(poet_dress_new(&t, a.e, &g, &o, &err) == POET_ERR_INVALID && !t);
+    CHECK(poet_dress_new(a.e, &g, &o, &t, &err) == POET_ERR_INVALID && !t);
     CHECK_MSG(strstr(err.msg, "frozen") != NULL, "%s", err.msg);
     o.sparsity_bp[1] = 0;
-    CHECK(poet_dress_new(&t, a.e, &g, &o, &err) == POET_ERR_INVALID && !t);
+    CHECK(poet_dress_new(a.e, &g, &o, &t, &err) == POET_ERR_INVALID && !t);
     rig_free(&a);
     poet_graph_free(&g);
 }

@@ -87,7 +87,7 @@ static bool serve_mixed(served *v, const char *model, poet_update_method m, doub
     poet_engine_config cfg = {&v->g, &v->r.p, &v->r.plan.schedule, NULL, poet_optimizer_default(POET_OPT_SGD), 5, 0,
                               NULL, NULL};
     poet_update_options o = {m, k, 2, reinit, 9, always, share};
-    if (poet_update_server_new(&v->s, &cfg, &o, &err)) {
+    if (poet_update_server_new(&cfg, &o, &v->s, &err)) {
         fprintf(stderr, "server: %s\n", err.msg);
         return false;
     }
@@ -117,7 +117,7 @@ static void test_frozen_refused(void)
     poet_engine_config cfg = {&v.g, &v.r.p, &v.r.plan.schedule, NULL, poet_optimizer_default(POET_OPT_SGD), 5, 0,
                               NULL, NULL};
     poet_update_options o = {POET_UPDATE_DPU, 0.1, 2, false, 9, false, 0.5};
-    CHECK(v.r.ok && poet_update_server_new(&v.s, &cfg, &o, &err) && strstr(err.msg, "every parameter must train") &&
+    CHECK(v.r.ok && poet_update_server_new(&cfg, &o, &v.s, &err) && strstr(err.msg, "every parameter must train") &&
           !v.s);
     unserve(&v);
 }
@@ -231,7 +231,7 @@ static bool device_open(device *x, const poet_update_server *s)
     poet_dev_memory need;
     if (poet_dev_inspect(x->image, x->image_len, &need, &err)) return false;
     x->memory = malloc(need.total_bytes + 8);
-    return !poet_dev_open(&x->d, x->image, x->image_len, x->memory, need.total_bytes, NULL, NULL, &err);
+    return !poet_dev_open(x->image, x->image_len, x->memory, need.total_bytes, NULL, NULL, &x->d, &err);
 }
 
 static void device_close(device *x) { free(x->image), free(x->memory); }

@@ -386,7 +386,7 @@ static int host_weights(emulation *em, const poet_problem *p, const poet_schedul
     const adaptation *ad = &em->ad;
     uint8_t *mask = NULL;
     uint64_t P = 0;
-    if (poet_engine_new(&e, &cfg, &err) || poet_read_file(path, &data, &len, &err)) {
+    if (poet_engine_new(&cfg, &e, &err) || poet_read_file(path, &data, &len, &err)) {
         rc = lib_error(&err);
     } else if (poet_dev_weights(poet_engine_device(e), &P), !(mask = malloc(P / 8 + 1))) {
         rc = lib_error(&(poet_err){POET_ERR_NOMEM, "out of memory"});

@@ -202,7 +202,7 @@ static int start_engine(run *r, const parsed *q)
     }
     poet_engine_config cfg = {r->s.g, &r->s.p, &r->s.plan.schedule, use, q->v.opt, q->v.seed, 0, session_params(&r->s),
                               session_buffers(&r->s)};
-    if (poet_engine_new(&r->e, &cfg, &err)) {
+    if (poet_engine_new(&cfg, &r->e, &err)) {
         poet_storage_close(&st);
         return lib_error(&err);
     }
@@ -331,7 +331,7 @@ static int compress(run *r, const parsed *q, bool json, cJSON **out)
         poet_dress_options d = q->dress_opt;
         d.epochs = q->compress_epochs, d.seed = q->v.seed;
         poet_dress *t;
-        if (poet_dress_new(&t, r->e, r->s.g, &d, &err)) return lib_error(&err);
+        if (poet_dress_new(r->e, r->s.g, &d, &t, &err)) return lib_error(&err);
         poet_status st = poet_dress_train(t, &r->d, &err);
         cJSON *levels = cJSON_AddArrayToObject(o, "levels");
         for (uint32_t k = 0; !st && k < d.n_levels; k++) {
@@ -350,7 +350,7 @@ static int compress(run *r, const parsed *q, bool json, cJSON **out)
     qo.prune_epochs = qo.method != POET_QUANT_ALQ ? 0 : q->compress_epochs >= 3 ? q->compress_epochs / 3 : 1;
     qo.seed = q->v.seed;
     poet_quant *t;
-    if (poet_quant_new(&t, r->e, r->s.g, &qo, &err)) return lib_error(&err);
+    if (poet_quant_new(r->e, r->s.g, &qo, &t, &err)) return lib_error(&err);
     poet_status st = poet_quant_train(t, &r->d, &err);
     if (!st) st = poet_evaluate(r->e, r->d.test_x, r->d.test_y, NULL, r->d.n_test, &loss, &acc, &err);
     if (!st) {

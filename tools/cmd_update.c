@@ -254,7 +254,7 @@ int cmd_update(int argc, char **argv)
     }
     poet_engine_config cfg = {s.g, &s.p, &s.plan.schedule, NULL, u.v.opt, u.v.seed, 0, session_params(&s),
                               session_buffers(&s)};
-    if (poet_dataset_load(u.v.data, a.t.data_dir, &d, &err) || poet_update_server_new(&srv, &cfg, &u.o, &err))
+    if (poet_dataset_load(u.v.data, a.t.data_dir, &d, &err) || poet_update_server_new(&cfg, &u.o, &srv, &err))
         rc = lib_error(&err);
     if (!rc) rc = write_image(a.out, srv);
     cJSON *doc = a.json ? cJSON_CreateObject() : NULL;

@@ -365,7 +365,7 @@ static int open_dev(run *r, const args *a, poet_dev_storage *st, sd_card *card, 
         if (sd_card_open(card, a->storage, r->need.storage_bytes, false, st, &err)) return fail("", err.msg);
         use = st;
     }
-    if (poet_dev_open(&r->d, image, (size_t)len, __pool_start, give, use, a->profile ? ticks_as_seconds : NULL, &err))
+    if (poet_dev_open(image, (size_t)len, __pool_start, give, use, a->profile ? ticks_as_seconds : NULL, &r->d, &err))
         return refuse("", err.msg);
     r->spare = __pool_start + (r->need.total_bytes + 7) / 8 * 8, r->spare_end = __pool_start + give;
     return 0;
@@ -546,7 +546,7 @@ static poet_status run_case(unsigned char *img, size_t len, uint64_t *total, poe
     poet_dev_storage store;
     ram_store_open(&ram, __pool_start + room - (size_t)need.storage_bytes, need.storage_bytes, &store);
     poet_dev *d;
-    if ((*opened = poet_dev_open(&d, img, len, __pool_start, (size_t)need.total_bytes, &store, NULL, &err))) return POET_OK;
+    if ((*opened = poet_dev_open(img, len, __pool_start, (size_t)need.total_bytes, &store, NULL, &d, &err))) return POET_OK;
     float *x, loss;
     int32_t *y;
     int rows, classes;

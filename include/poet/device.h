@@ -70,8 +70,8 @@ typedef struct poet_dev_stats {
  * storage may be NULL when the schedule pages nothing; it is borrowed. clock
  * (seconds, monotonic) may be NULL; with it, kernel time is measured. An
  * image whose programs place a tensor over another in RAM is refused here. */
-poet_status poet_dev_open(poet_dev **out, const void *image, size_t image_bytes, void *memory, size_t memory_bytes,
-                          const poet_dev_storage *storage, double (*clock)(void), poet_err *err);
+poet_status poet_dev_open(const void *image, size_t image_bytes, void *memory, size_t memory_bytes,
+                          const poet_dev_storage *storage, double (*clock)(void), poet_dev **out, poet_err *err);
 
 /* Rows of a batch, input floats per row, classes of the loss. */
 void poet_dev_batch_shape(const poet_dev *d, int *rows, uint64_t *numel_per_row, int *classes);

@@ -35,7 +35,7 @@ typedef struct poet_dress poet_dress;
 
 /* A trainer on e (built for g, whose convolutions and linear layers become sparse; every
  * parameter must train). */
-poet_status poet_dress_new(poet_dress **out, poet_engine *e, const poet_graph *g, const poet_dress_options *o,
+poet_status poet_dress_new(poet_engine *e, const poet_graph *g, const poet_dress_options *o, poet_dress **out,
                            poet_err *err);
 void poet_dress_free(poet_dress *t);
 

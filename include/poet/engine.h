@@ -86,7 +86,7 @@ typedef struct poet_engine_config {
     const float *buffers;        /* initial batch norm statistics and constants, or NULL */
 } poet_engine_config;
 
-poet_status poet_engine_new(poet_engine **out, const poet_engine_config *cfg, poet_err *err);
+poet_status poet_engine_new(const poet_engine_config *cfg, poet_engine **out, poet_err *err);
 void poet_engine_free(poet_engine *e);
 
 /* The device image the engine runs: the bytes `poet export` would write. */

@@ -48,7 +48,7 @@ typedef struct poet_quant poet_quant;
 
 /* Quantizes e's convolutions and linear layers (g's; every parameter must train) from the
  * weights e holds now. */
-poet_status poet_quant_new(poet_quant **out, poet_engine *e, const poet_graph *g, const poet_quant_options *o,
+poet_status poet_quant_new(poet_engine *e, const poet_graph *g, const poet_quant_options *o, poet_quant **out,
                            poet_err *err);
 void poet_quant_free(poet_quant *q);
 

@@ -70,8 +70,8 @@ typedef struct poet_update_server poet_update_server;
 /* cfg says what to train and how (graph, problem, schedule, optimizer,
  * seed, and in params/buffers the model the devices hold at first, or NULL
  * for the seed's initialization); the server keeps its own engine. */
-poet_status poet_update_server_new(poet_update_server **out, const poet_engine_config *cfg,
-                                   const poet_update_options *o, poet_err *err);
+poet_status poet_update_server_new(const poet_engine_config *cfg,
+                                   const poet_update_options *o, poet_update_server **out, poet_err *err);
 void poet_update_server_free(poet_update_server *s);
 
 /* One round on the training examples train[0..n_train) of d, validated on

@@ -74,8 +74,8 @@ poet_status poet_dev_inspect(const void *image, size_t image_bytes, poet_dev_mem
 
 static poet_status check_lifetimes(poet_dev *d, const kprogram *pg, poet_err *err);
 
-poet_status poet_dev_open(poet_dev **out, const void *image, size_t image_bytes, void *memory, size_t memory_bytes,
-                          const poet_dev_storage *storage, double (*clock)(void), poet_err *err)
+poet_status poet_dev_open(const void *image, size_t image_bytes, void *memory, size_t memory_bytes,
+                          const poet_dev_storage *storage, double (*clock)(void), poet_dev **out, poet_err *err)
 {
     *out = NULL;
     poet_dev_memory need = {0};

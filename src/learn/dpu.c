@@ -89,8 +89,8 @@ static poet_status validate(poet_update_server *s, const float *w, const float *
 
 /* ---- set-up ---- */
 
-poet_status poet_update_server_new(poet_update_server **out, const poet_engine_config *cfg,
-                                   const poet_update_options *o, poet_err *err)
+poet_status poet_update_server_new(const poet_engine_config *cfg,
+                                   const poet_update_options *o, poet_update_server **out, poet_err *err)
 {
     *out = NULL;
     if (!(o->k > 0 && o->k <= 1)) return poet_fail(err, POET_ERR_INVALID, "update: k must be in (0, 1], got %g", o->k);
@@ -102,7 +102,7 @@ poet_status poet_update_server_new(poet_update_server **out, const poet_engine_c
     poet_update_server *s = calloc(1, sizeof *s);
     if (!s) return poet_fail(err, POET_ERR_NOMEM, "out of memory");
     s->o = *o;
-    poet_status st = poet_engine_new(&s->e, cfg, err);
+    poet_status st = poet_engine_new(cfg, &s->e, err);
     if (st) {
         free(s);
         return st;

@@ -90,7 +90,7 @@ static poet_status find_layers(poet_dress *t, const poet_graph *g, poet_err *err
     return POET_OK;
 }
 
-poet_status poet_dress_new(poet_dress **out, poet_engine *e, const poet_graph *g, const poet_dress_options *o,
+poet_status poet_dress_new(poet_engine *e, const poet_graph *g, const poet_dress_options *o, poet_dress **out,
                            poet_err *err)
 {
     *out = NULL;

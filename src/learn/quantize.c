@@ -413,7 +413,7 @@ static poet_status step(void *ctx, const float *x, const int32_t *y, poet_err *e
     return q->o.method == POET_QUANT_ALQ ? POET_OK : quantize_latent(q, err);
 }
 
-poet_status poet_quant_new(poet_quant **out, poet_engine *e, const poet_graph *g, const poet_quant_options *o,
+poet_status poet_quant_new(poet_engine *e, const poet_graph *g, const poet_quant_options *o, poet_quant **out,
                            poet_err *err)
 {
     *out = NULL;

@@ -94,8 +94,8 @@ static poet_status setup(poet_engine *e, const poet_engine_config *cfg, poet_err
     if (!e->memory)
         return poet_fail(err, POET_ERR_NOMEM, "out of memory for %llu bytes of arena, weights and state",
                          (unsigned long long)need.total_bytes);
-    if ((st = poet_dev_open(&e->dev, e->image, e->image_bytes, e->memory, (size_t)need.total_bytes, &e->transfers,
-                            host_now_s, err)))
+    if ((st = poet_dev_open(e->image, e->image_bytes, e->memory, (size_t)need.total_bytes, &e->transfers,
+                            host_now_s, &e->dev, err)))
         return st;
     e->stats.arena_bytes = need.arena_bytes;
     e->stats.persistent_bytes = need.persistent_bytes;
@@ -104,7 +104,7 @@ static poet_status setup(poet_engine *e, const poet_engine_config *cfg, poet_err
     return POET_OK;
 }
 
-poet_status poet_engine_new(poet_engine **out, const poet_engine_config *cfg, poet_err *err)
+poet_status poet_engine_new(const poet_engine_config *cfg, poet_engine **out, poet_err *err)
 {
     *out = NULL;
     poet_engine *e = calloc(1, sizeof *e);

@@ -75,7 +75,7 @@ image_verdict exercise_device_image(const uint8_t *data, size_t size, bool fix_c
         uint8_t *store = calloc(1, (size_t)need.storage_bytes + 1);
         poet_dev_storage st = {POET_DEV_STORAGE_VERSION, store, need.storage_bytes, mem_start, mem_wait, mem_sync, mem_reset};
         poet_dev *d = NULL;
-        if (memory && store && !poet_dev_open(&d, image, size, memory, (size_t)need.total_bytes, &st, NULL, NULL)) {
+        if (memory && store && !poet_dev_open(image, size, memory, (size_t)need.total_bytes, &st, NULL, &d, NULL)) {
             float *x, loss;
             int32_t *y;
             int rows, classes, correct;
@@ -128,7 +128,7 @@ static poet_dev *patch_device(void)
     if (img && image) memcpy(image, img, len);
     free(img);
     if (image && !poet_dev_inspect(image, len, &need, NULL) && (memory = malloc(need.total_bytes + 8)))
-        poet_dev_open(&d, image, len, memory, need.total_bytes, NULL, NULL, NULL);
+        poet_dev_open(image, len, memory, need.total_bytes, NULL, NULL, &d, NULL);
     return d;
 }
 
