@@ -164,7 +164,7 @@ static void conv_backward_params(const kernel_ctx *c, conv_dims d, const grad_re
 
 void kernel_conv_backward(const kernel_ctx *c)
 {
-    grad_reads r = reads_of(c);
+    grad_reads r = grad_reads_of(c);
     conv_dims d = conv_dims_of(fwd_of(c), fwd_in(c, 0));
     if (c->n->wrt == 0) conv_backward_input(c, d, r.dy);
     conv_backward_params(c, d, &r);

@@ -71,7 +71,7 @@ static float unary_backward(const knode *f, float dy, float x, float y)
 
 void kernel_unary_run_forward(const kernel_ctx *c)
 {
-    idx total = numel(c->n);
+    idx total = knode_numel(c->n);
     for (idx i = 0; i < total; i++) c->out[i] = unary_forward(c->n, c->in[0][i]);
 }
 
@@ -85,7 +85,7 @@ static uint32_t mask_word(const float *words, idx w)
 void kernel_relu_mask_forward(const kernel_ctx *c)
 {
     const float *y = c->in[0];
-    idx total = numel(node_in(c, 0));
+    idx total = knode_numel(node_in(c, 0));
     for (idx w = 0; w * 32 < total; w++) {
         uint32_t bits = 0;
         for (idx i = w * 32; i < total && i < w * 32 + 32; i++) bits |= (uint32_t)(y[i] > 0) << (i % 32);
@@ -95,9 +95,9 @@ void kernel_relu_mask_forward(const kernel_ctx *c)
 
 void kernel_unary_run_backward(const kernel_ctx *c)
 {
-    grad_reads g = reads_of(c);
+    grad_reads g = grad_reads_of(c);
     const knode *f = fwd_of(c);
-    idx total = numel(c->n);
+    idx total = knode_numel(c->n);
     if (g.mask) { /* a masked relu: dy where the bit is set */
         for (idx i = 0; i < total; i++) c->out[i] = mask_word(g.mask, i / 32) >> (i % 32) & 1 ? g.dy[i] : 0.0f;
         return;
@@ -107,7 +107,7 @@ void kernel_unary_run_backward(const kernel_ctx *c)
 
 void kernel_dropout_forward(const kernel_ctx *c)
 {
-    idx total = numel(c->n);
+    idx total = knode_numel(c->n);
     for (idx i = 0; i < total; i++)
         c->out[i] = c->training ? c->in[0][i] * dropout_scale(c, c->n->inputs[0], i, c->n->attrs.p) : c->in[0][i];
 }
@@ -115,8 +115,8 @@ void kernel_dropout_forward(const kernel_ctx *c)
 void kernel_dropout_backward(const kernel_ctx *c)
 {
     const knode *f0 = fwd_of(c);
-    grad_reads g = reads_of(c);
-    idx total = numel(f0);
+    grad_reads g = grad_reads_of(c);
+    idx total = knode_numel(f0);
     for (idx i = 0; i < total; i++) c->out[i] = g.dy[i] * dropout_scale(c, f0->inputs[0], i, f0->attrs.p);
 }
 
@@ -216,7 +216,7 @@ static bool add_padded(const knode *nodes, const knode *f)
 static void add_padded_forward(const kernel_ctx *c)
 {
     const knode *a = node_in(c, 0), *b = node_in(c, 1);
-    idx N = a->dim[0], per_a = numel(a) / N, per_b = numel(b) / N;
+    idx N = a->dim[0], per_a = knode_numel(a) / N, per_b = knode_numel(b) / N;
     for (idx n = 0; n < N; n++)
         for (idx i = 0; i < per_a; i++)
             c->out[n * per_a + i] = c->in[0][n * per_a + i] + (i < per_b ? c->in[1][n * per_b + i] : 0.0f);
@@ -252,10 +252,10 @@ static void binary_grad_of(const knode *f, const operands *p, const float *dy, b
 void kernel_binary_backward(const kernel_ctx *c)
 {
     const knode *f = fwd_of(c);
-    grad_reads g = reads_of(c);
+    grad_reads g = grad_reads_of(c);
     if (add_padded(c->nodes, f)) { /* the padded input's gradient: a slice of dY */
         const knode *x = fwd_in(c, c->n->wrt);
-        idx N = f->dim[0], per_y = numel(f) / N, per_x = numel(x) / N;
+        idx N = f->dim[0], per_y = knode_numel(f) / N, per_x = knode_numel(x) / N;
         for (idx n = 0; n < N; n++) memcpy(c->out + n * per_x, g.dy + n * per_y, (size_t)per_x * sizeof(float));
         return;
     }
@@ -264,7 +264,7 @@ void kernel_binary_backward(const kernel_ctx *c)
     bcast bc = bcast_of(f, p.adim, p.andim, p.bdim, p.bndim);
     if (c->n->wrt >= 0) {
         bool of_a = f->n_inputs == 2 ? c->n->wrt == 0 : !p.a_is_operand;
-        binary_grad_of(f, &p, g.dy, of_a, bc, c->out, numel(c->n));
+        binary_grad_of(f, &p, g.dy, of_a, bc, c->out, knode_numel(c->n));
     }
     if (c->grad_w) binary_grad_of(f, &p, g.dy, p.a_is_operand, bc, c->grad_w, (idx)f->params);
 }
@@ -282,7 +282,7 @@ void kernel_prelu_forward(const kernel_ctx *c)
 void kernel_prelu_backward(const kernel_ctx *c)
 {
     const knode *f = fwd_of(c), *x = fwd_in(c, 0);
-    grad_reads g = reads_of(c);
+    grad_reads g = grad_reads_of(c);
     const float *slope = c->params;
     bcast bc = bcast_of(f, x->dim, x->ndim, f->attrs.dim, f->attrs.ndim);
     if (c->n->wrt >= 0) FOR_BCAST(bc, o, ia, ib, c->out[ia] = g.x0[ia] > 0 ? g.dy[o] : slope[ib] * g.dy[o]);

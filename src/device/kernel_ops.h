@@ -33,7 +33,7 @@ typedef ptrdiff_t idx; /* 32 bits on a microcontroller, 64 on the host */
 static inline const knode *node_in(const kernel_ctx *c, int i) { return &c->nodes[c->n->inputs[i]]; }
 static inline const knode *fwd_of(const kernel_ctx *c) { return &c->nodes[c->n->fwd]; }
 static inline const knode *fwd_in(const kernel_ctx *c, int i) { return &c->nodes[fwd_of(c)->inputs[i]]; }
-static inline idx numel(const knode *n) { return (idx)n->numel; }
+static inline idx knode_numel(const knode *n) { return (idx)n->numel; }
 static inline idx last_dim(const knode *n) { return n->dim[n->ndim - 1]; }
 
 /* What a grad node's inputs are. */
@@ -42,7 +42,7 @@ typedef struct grad_reads {
     const float *mask; /* a relu's bits, 32 a float's storage */
 } grad_reads;
 
-static inline grad_reads reads_of(const kernel_ctx *c)
+static inline grad_reads grad_reads_of(const kernel_ctx *c)
 {
     grad_reads r = {0};
     int k = 0;
@@ -137,7 +137,7 @@ static inline void kernel_around_axis(const knode *x, int axis, idx *outer, idx 
 }
 static inline void kernel_copy_forward(const kernel_ctx *c, const float *src)
 {
-    memcpy(c->out, src, (size_t)numel(c->n) * sizeof(float));
+    memcpy(c->out, src, (size_t)knode_numel(c->n) * sizeof(float));
 }
 
 /* The one product the convolutions and matmul are made of: for i < ni,

@@ -6,7 +6,7 @@
 
 static void grad_sum(const kernel_ctx *c)
 {
-    idx total = numel(c->n);
+    idx total = knode_numel(c->n);
     kernel_copy_forward(c, c->in[0]);
     for (int k = 1; k < c->n->n_inputs; k++)
         for (idx i = 0; i < total; i++) c->out[i] += c->in[k][i];

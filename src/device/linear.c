@@ -7,7 +7,7 @@
 void kernel_linear_forward(const kernel_ctx *c)
 {
     const knode *x = node_in(c, 0);
-    idx I = last_dim(x), R = numel(x) / I, O = c->n->attrs.features;
+    idx I = last_dim(x), R = knode_numel(x) / I, O = c->n->attrs.features;
     bool bias = !(c->n->attrs.flags & POET_ATTR_NO_BIAS);
     const float *w = c->params, *b = c->params + O * I;
     for (idx r = 0; r < R; r++)
@@ -19,9 +19,9 @@ void kernel_linear_forward(const kernel_ctx *c)
 
 void kernel_linear_backward(const kernel_ctx *c)
 {
-    grad_reads g = reads_of(c);
+    grad_reads g = grad_reads_of(c);
     const knode *f0 = fwd_of(c), *x = fwd_in(c, 0);
-    idx I = last_dim(x), R = numel(x) / I, O = f0->attrs.features;
+    idx I = last_dim(x), R = knode_numel(x) / I, O = f0->attrs.features;
     const float *w = c->params;
     if (c->n->wrt == 0)
         for (idx r = 0; r < R; r++) {
@@ -105,10 +105,10 @@ void kernel_matmul_forward(const kernel_ctx *c)
 void kernel_matmul_backward(const kernel_ctx *c)
 {
     const knode *f = fwd_of(c);
-    grad_reads r = reads_of(c);
+    grad_reads r = grad_reads_of(c);
     mm_dims d = mm_dims_of(f, fwd_in(c, 0), fwd_in(c, 1));
     bool wrt_a = c->n->wrt == 0;
-    memset(c->out, 0, (size_t)numel(c->n) * sizeof(float));
+    memset(c->out, 0, (size_t)knode_numel(c->n) * sizeof(float));
     for (idx i = 0, t = 0; i < d.lead[0]; i++)
         for (idx j = 0; j < d.lead[1]; j++, t++) {
             const float *dy = r.dy + t * d.M * d.N;

@@ -39,7 +39,7 @@ void kernel_transpose_forward(const kernel_ctx *c)
 void kernel_transpose_backward(const kernel_ctx *c)
 {
     const knode *f = fwd_of(c);
-    transpose_walk(f, fwd_in(c, 0), f->attrs.perm, NULL, NULL, c->out, reads_of(c).dy);
+    transpose_walk(f, fwd_in(c, 0), f->attrs.perm, NULL, NULL, c->out, grad_reads_of(c).dy);
 }
 
 
@@ -76,7 +76,7 @@ void kernel_concat_backward(const kernel_ctx *c)
     idx outer, total, inner, len = 0, o2, i2, op_at, at;
     kernel_around_axis(f, f->attrs.axis, &outer, &total, &inner);
     idx op_len = concat_operand(f, total, &op_at, &at);
-    const float *dy = reads_of(c).dy;
+    const float *dy = grad_reads_of(c).dy;
     for (int j = 0; j <= c->n->wrt; j++) {
         at += len;
         kernel_around_axis(fwd_in(c, j), f->attrs.axis, &o2, &len, &i2);
@@ -106,7 +106,7 @@ void kernel_upsample2d_backward(const kernel_ctx *c)
 {
     const knode *f = fwd_of(c), *x = fwd_in(c, 0);
     idx planes = (idx)x->dim[0] * x->dim[1], H = x->dim[2], W = x->dim[3], sh = f->attrs.sh, sw = f->attrs.sw;
-    const float *dy = reads_of(c).dy;
+    const float *dy = grad_reads_of(c).dy;
     for (idx p = 0; p < planes; p++)
         for (idx i = 0; i < H; i++)
             for (idx j = 0; j < W; j++) {
@@ -131,8 +131,8 @@ void kernel_slice_backward(const kernel_ctx *c)
     const knode *f = fwd_of(c);
     idx outer, size, inner, len = f->attrs.end - f->attrs.start;
     kernel_around_axis(fwd_in(c, 0), f->attrs.axis, &outer, &size, &inner);
-    const float *dy = reads_of(c).dy;
-    memset(c->out, 0, (size_t)numel(c->n) * sizeof(float));
+    const float *dy = grad_reads_of(c).dy;
+    memset(c->out, 0, (size_t)knode_numel(c->n) * sizeof(float));
     for (idx o = 0; o < outer; o++)
         memcpy(c->out + (o * size + f->attrs.start) * inner, dy + o * len * inner, (size_t)(len * inner) * sizeof(float));
 }

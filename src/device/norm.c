@@ -45,7 +45,7 @@ void kernel_batchnorm_forward(const kernel_ctx *c)
 
 void kernel_batchnorm_backward(const kernel_ctx *c)
 {
-    grad_reads r = reads_of(c);
+    grad_reads r = grad_reads_of(c);
     plane_dims d = planes_of(fwd_in(c, 0));
     const float *gamma = c->params;
     float m = (float)(d.N * d.HW), eps = fwd_of(c)->attrs.eps;
@@ -88,7 +88,7 @@ static void row_stats(const float *x, idx D, float eps, float *mean, float *inv)
 void kernel_layernorm_forward(const kernel_ctx *c)
 {
     const knode *x = node_in(c, 0);
-    idx D = last_dim(x), R = numel(x) / D;
+    idx D = last_dim(x), R = knode_numel(x) / D;
     bool affine = !(c->n->attrs.flags & POET_ATTR_NO_AFFINE);
     const float *gamma = c->params, *beta = c->params + D;
     for (idx r = 0; r < R; r++) {
@@ -104,9 +104,9 @@ void kernel_layernorm_forward(const kernel_ctx *c)
 
 void kernel_layernorm_backward(const kernel_ctx *c)
 {
-    grad_reads g = reads_of(c);
+    grad_reads g = grad_reads_of(c);
     const knode *f0 = fwd_of(c), *x = fwd_in(c, 0);
-    idx D = last_dim(x), R = numel(x) / D;
+    idx D = last_dim(x), R = knode_numel(x) / D;
     bool affine = !(f0->attrs.flags & POET_ATTR_NO_AFFINE);
     const float *gamma = c->params;
     if (c->grad_w) memset(c->grad_w, 0, (size_t)D * sizeof(float));

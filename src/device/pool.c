@@ -83,7 +83,7 @@ void kernel_pool_index_forward(const kernel_ctx *c)
 
 void kernel_pool_backward(const kernel_ctx *c, bool max)
 {
-    grad_reads g = reads_of(c);
+    grad_reads g = grad_reads_of(c);
     pool_dims d = pool_dims_of(fwd_of(c), fwd_in(c, 0));
     const uint8_t *index = (const uint8_t *)g.mask;
     memset(c->out, 0, (size_t)(d.N * d.C * d.H * d.W) * sizeof(float));
@@ -119,7 +119,7 @@ void kernel_global_avgpool_forward(const kernel_ctx *c)
 void kernel_global_avgpool_backward(const kernel_ctx *c)
 {
     plane_dims d = planes_of(fwd_in(c, 0));
-    grad_reads g = reads_of(c);
+    grad_reads g = grad_reads_of(c);
     for (idx p = 0; p < d.N * d.C; p++)
         for (idx i = 0; i < d.HW; i++) c->out[p * d.HW + i] = g.dy[p] / (float)d.HW;
 }

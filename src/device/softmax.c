@@ -52,7 +52,7 @@ void kernel_softmax_forward(const kernel_ctx *c)
 
 void kernel_softmax_backward(const kernel_ctx *c)
 {
-    grad_reads g = reads_of(c);
+    grad_reads g = grad_reads_of(c);
     idx outer, D, inner;
     kernel_around_axis(fwd_of(c), fwd_of(c)->attrs.axis, &outer, &D, &inner);
     for (idx o = 0; o < outer; o++)
@@ -80,7 +80,7 @@ void kernel_softmax_ce_forward(const kernel_ctx *c)
 /* Gradient of the mean loss over rows. */
 void kernel_softmax_ce_backward(const kernel_ctx *c)
 {
-    grad_reads g = reads_of(c);
+    grad_reads g = grad_reads_of(c);
     const knode *x = fwd_in(c, 0);
     idx R = x->dim[0], D = x->dim[1];
     for (idx r = 0; r < R; r++) {
@@ -124,7 +124,7 @@ void kernel_attn_scores_forward(const kernel_ctx *c)
 /* dQ = dS K / sqrt(Dh) (wrt 0, reads K); dK = dS^T Q / sqrt(Dh) (wrt 1, reads Q). */
 void kernel_attn_scores_backward(const kernel_ctx *c)
 {
-    grad_reads g = reads_of(c);
+    grad_reads g = grad_reads_of(c);
     attn_dims d = attn_dims_of(fwd_of(c), fwd_in(c, 0));
     float scale = 1.0f / poet_sqrtf((float)d.Dh);
     bool wrt_q = c->n->wrt == 0;
@@ -157,7 +157,7 @@ void kernel_attn_context_forward(const kernel_ctx *c)
 /* dP = dC V^T (wrt 0, reads V); dV = P^T dC (wrt 1, reads P). */
 void kernel_attn_context_backward(const kernel_ctx *c)
 {
-    grad_reads g = reads_of(c);
+    grad_reads g = grad_reads_of(c);
     attn_dims d = attn_dims_of(fwd_of(c), fwd_in(c, 1));
     for (idx b = 0; b < d.B; b++)
         for (idx h = 0; h < d.H; h++) {

@@ -5,7 +5,7 @@
 
 #include "poet/onnx.h"
 
-static poet_status absent(const char *what, const char *name, poet_err *err)
+static poet_status refused(const char *what, const char *name, poet_err *err)
 {
     return poet_fail(err, POET_ERR_UNSUPPORTED,
                      "cannot %s '%s': this poet was built without ONNX support (POET_WITH_ONNX=OFF)", what, name);
@@ -15,7 +15,7 @@ poet_status poet_onnx_import(const char *path, const poet_onnx_options *o, poet_
 {
     (void)o;
     *out = NULL;
-    return absent("read", path, err);
+    return refused("read", path, err);
 }
 
 poet_status poet_onnx_import_bytes(const uint8_t *data, size_t len, const char *name, const poet_onnx_options *o,
@@ -23,7 +23,7 @@ poet_status poet_onnx_import_bytes(const uint8_t *data, size_t len, const char *
 {
     (void)data, (void)len, (void)o;
     *out = NULL;
-    return absent("read", name ? name : "(bytes)", err);
+    return refused("read", name ? name : "(bytes)", err);
 }
 
 void poet_onnx_free(poet_onnx_model *m) { (void)m; }
@@ -58,5 +58,5 @@ poet_status poet_onnx_write(const poet_onnx_model *m, const float *params, const
                             poet_err *err)
 {
     (void)m, (void)params, (void)buffers;
-    return absent("write", path, err);
+    return refused("write", path, err);
 }

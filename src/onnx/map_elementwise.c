@@ -17,7 +17,7 @@ const value *im_trained_tensor(const importer *im, const value *v)
 
 /* Whether tensor t broadcasts into shape x without enlarging it (NumPy's
  * rule: trailing dimensions equal, or 1 in t). */
-static bool within(const tensor *t, const poet_shape *x)
+static bool fits_operand(const tensor *t, const poet_shape *x)
 {
     if (t->ndim > x->ndim) return false;
     for (int k = 1; k <= t->ndim; k++)
@@ -36,7 +36,7 @@ poet_status im_map_binary(importer *im, const Onnx__NodeProto *np, poet_op op)
     /* an initializer is a trained parameter (PyTorch exports them so); a
      * Constant, or what folded from constants, stays constant */
     const value *trained = im_trained_tensor(im, operand);
-    if (trained && trained != operand && !within(&operand->t, im_shape_of(im, x)))
+    if (trained && trained != operand && !fits_operand(&operand->t, im_shape_of(im, x)))
         return im_refuse(im, np, "a trained operand expanded beyond the shape of the other");
     bool param = trained != NULL;
     if (trained) operand = trained;
