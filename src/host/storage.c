@@ -264,8 +264,10 @@ poet_status poet_storage_with_faults(poet_storage *inner, poet_storage_faults *f
     q->inner = *inner;
     q->f = f;
     memset(inner, 0, sizeof *inner);
-    *out = storage_of(q, q->inner.io.capacity_bytes, faulty_start, faulty_sync, faulty_close);
-    out->io.wait = faulty_wait, out->io.reset = faulty_reset;
+    /* a wrapper waits and forgets as its inner storage does, not as the back-ends that copy in start */
+    *out = (poet_storage){{POET_DEV_STORAGE_VERSION, q, q->inner.io.capacity_bytes, faulty_start, faulty_wait,
+                           faulty_sync, faulty_reset},
+                          faulty_close};
     return POET_OK;
 }
 

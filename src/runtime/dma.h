@@ -8,7 +8,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 
-#include "poet/runtime.h"
+#include "poet/transfer.h"
 
 typedef struct dma_job {
     bool write; /* arena -> storage */
