@@ -55,6 +55,14 @@ typedef struct poet_export_options {
 poet_status poet_export_image(const poet_graph *g, const poet_problem *p, const poet_schedule *s,
                               const poet_export_options *o, uint8_t **data, size_t *len, poet_err *err);
 
+/* The memory a device needs to train g with an arena of arena_bytes under
+ * these options (the optimizer and chunk_positions matter): what
+ * poet_dev_inspect says of the image poet_export_image writes with a
+ * schedule whose placement has that arena. With arena_bytes 0: all that
+ * training needs beside the arena, which a RAM budget leaves out. */
+poet_status poet_export_memory(const poet_graph *g, const poet_export_options *o, uint64_t arena_bytes,
+                               poet_dev_memory *need, poet_err *err);
+
 /* ---- the engine: one graph, one schedule, one arena ---- */
 typedef struct poet_engine_stats {
     uint64_t arena_bytes;        /* the arena: the placement's size */

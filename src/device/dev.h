@@ -20,7 +20,7 @@ struct poet_dev {
     float *params, *grads, *opt_m, *opt_v, *state, *state_next, *batch_x, *work;
     int32_t *labels;
     int32_t *live;  /* node -> buffer in RAM, or -1 */
-    long *pending;  /* buffer -> ticket of its page-out, or -1 */
+    int64_t *pending; /* node -> ticket of its page-out, or -1 */
     const uint8_t *train_mask; /* bit i: parameter i trains; NULL: all do (borrowed) */
     const float *rates;        /* per forward node, weights' then bias's learning rate; NULL: the image's (borrowed) */
     uint64_t step;

@@ -14,6 +14,12 @@
 
 enum { ALIGN = 8 };
 
+/* The executor's own state takes this much on every platform (it is
+ * smaller on a 32-bit core), so that the host's figure for a schedule's
+ * memory is the board's. */
+enum { DEV_STATE_BYTES = 1024 };
+_Static_assert(sizeof(poet_dev) <= DEV_STATE_BYTES, "poet_dev outgrew its reservation");
+
 /* ---- memory ---- */
 
 typedef struct layout {
@@ -26,10 +32,9 @@ typedef struct layout {
 static bool layout_of(const img_header *h, layout *L)
 {
     uint64_t at = 0;
-    uint32_t nb = h->train.n_buffers > h->eval.n_buffers ? h->train.n_buffers : h->eval.n_buffers;
     bool ok = true;
 #define PLACE(field, count, size) (L->field = at, ok = ok && ck_place(&at, (count), (size), ALIGN))
-    PLACE(dev, 1, sizeof(poet_dev));
+    PLACE(dev, 1, DEV_STATE_BYTES);
     PLACE(arena, h->train.arena_bytes, 1);
     PLACE(params, h->n_params, 4);
     PLACE(grads, h->n_trained, 4);
@@ -40,7 +45,7 @@ static bool layout_of(const img_header *h, layout *L)
     PLACE(batch, h->batch_numel, 4);
     PLACE(labels, h->rows, 4);
     PLACE(live, h->n_nodes, 4);
-    PLACE(pending, nb, sizeof(long));
+    PLACE(pending, h->n_nodes, sizeof(int64_t)); /* per node: the same on every platform */
     PLACE(work, h->workspace_bytes, 1);
 #undef PLACE
     L->end = at;
@@ -54,21 +59,25 @@ uint64_t poet_dev_image_length(const void *image)
     return le_get(p + 16, 8); /* img_header.image_bytes */
 }
 
-poet_status poet_dev_inspect(const void *image, size_t image_bytes, poet_dev_memory *need, poet_err *err)
+bool image_memory(const img_header *h, poet_dev_memory *need)
 {
-    const uint8_t *img = image;
-    poet_status st = image_check(img, image_bytes, err);
-    if (st) return st;
-    const img_header *h = image;
     layout L;
-    if (!layout_of(h, &L))
-        return poet_fail(err, POET_ERR_PARSE, "device image: malformed header (its memory sizes overflow)");
+    if (!layout_of(h, &L)) return false;
     *need = (poet_dev_memory){.arena_bytes = h->train.arena_bytes,
                               .persistent_bytes = L.live - L.params,
                               .workspace_bytes = h->workspace_bytes,
                               .control_bytes = (L.arena - L.dev) + (L.work - L.live),
                               .total_bytes = L.end,
                               .storage_bytes = h->storage_bytes};
+    return true;
+}
+
+poet_status poet_dev_inspect(const void *image, size_t image_bytes, poet_dev_memory *need, poet_err *err)
+{
+    poet_status st = image_check(image, image_bytes, err);
+    if (st) return st;
+    if (!image_memory(image, need))
+        return poet_fail(err, POET_ERR_PARSE, "device image: malformed header (its memory sizes overflow)");
     return POET_OK;
 }
 
@@ -111,7 +120,7 @@ poet_status poet_dev_open(const void *image, size_t image_bytes, void *memory, s
                     .opt_v = h->optimizer == KOPT_ADAM ? (float *)(void *)(m + L.opt_v) : NULL,
                     .state = (float *)(void *)(m + L.state), .state_next = (float *)(void *)(m + L.state_next),
                     .batch_x = (float *)(void *)(m + L.batch), .labels = (int32_t *)(void *)(m + L.labels),
-                    .live = (int32_t *)(void *)(m + L.live), .pending = (long *)(void *)(m + L.pending),
+                    .live = (int32_t *)(void *)(m + L.live), .pending = (int64_t *)(void *)(m + L.pending),
                     .work = (float *)(void *)(m + L.work)};
     memcpy(d->params, img + h->params_at, 4 * h->n_params);
     memset(d->grads, 0, 4ull * h->n_trained);
@@ -205,7 +214,7 @@ static poet_status transfer(poet_dev *d, const kbuffer *bufs, const kinstr *in, 
     poet_status st = d->storage->start(d->storage->ctx, out, slot, d->arena + b->offset, (size_t)b->bytes, &ticket, err);
     if (st) return st;
     if (out) {
-        d->pending[in->buffer] = ticket;
+        d->pending[in->node] = ticket;
         d->stats.page_outs++, d->stats.paged_out_bytes += b->bytes;
     } else {
         d->live[in->node] = (int32_t)in->buffer;
@@ -262,8 +271,8 @@ static poet_status run_instr(poet_dev *d, const kbuffer *bufs, const kinstr *in,
         return compute(d, bufs, in, training, err);
     case KI_FREE: {
         poet_status st = POET_OK;
-        if (d->pending[in->buffer] >= 0) st = wait_for(d, d->pending[in->buffer], err); /* its page-out reads it */
-        d->pending[in->buffer] = -1;
+        if (d->pending[in->node] >= 0) st = wait_for(d, (long)d->pending[in->node], err); /* its page-out reads it */
+        d->pending[in->node] = -1;
         d->live[in->node] = -1;
         return st;
     }
@@ -276,7 +285,7 @@ static poet_status run_program(poet_dev *d, const kprogram *pg, bool training, f
     const kinstr *code = code_of(d, pg);
     const kbuffer *bufs = buffers_of(d, pg);
     for (uint32_t v = 0; v < d->h->n_nodes; v++) d->live[v] = -1;
-    for (uint32_t b = 0; b < pg->n_buffers; b++) d->pending[b] = -1;
+    for (uint32_t v = 0; v < d->h->n_nodes; v++) d->pending[v] = -1;
     poet_status st = POET_OK;
     for (uint32_t k = 0; k < pg->n_instr && !st; k++) {
         const kinstr *in = &code[k];

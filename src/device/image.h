@@ -9,9 +9,11 @@
 #ifndef POET_SRC_DEVICE_IMAGE_H
 #define POET_SRC_DEVICE_IMAGE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "poet/device.h"
 #include "poet/ops.h"
 
 #define POET_IMAGE_MAGIC "POETIMG"  /* and a NUL: 8 bytes */
@@ -91,6 +93,12 @@ typedef struct img_header {
     kprogram train, eval;
     char model[32], planner[32];
 } img_header;
+
+/* The memory a device needs for an image with this header (its sizes
+ * only: counts, arena, workspace), as poet_dev_open lays it out; false
+ * when they overflow. The host's prediction and the device's figure are
+ * this one function. */
+bool image_memory(const img_header *h, poet_dev_memory *need);
 
 /* Of a node's parameters, the convolution or linear weights, which come
  * before its bias: what a partial update chooses among. 0 for other ops. */

@@ -314,6 +314,20 @@ static poet_status gather(const poet_graph *g, const poet_problem *p, const poet
     return POET_OK;
 }
 
+/* What the device's memory depends on: the graph's sizes, the optimizer and
+ * the workspace (the arena and storage come from the schedule). */
+static void fill_sizes(img_header *h, const poet_graph *g, const poet_export_options *o, const parts *x)
+{
+    h->n_nodes = (uint32_t)g->n_nodes, h->n_forward = (uint32_t)g->n_forward, h->loss = (uint32_t)g->loss;
+    for (int v = 0; v < g->n_forward; v++)
+        if (g->nodes[v].op == POET_OP_INPUT) h->input = (uint32_t)v, h->batch_numel = g->nodes[v].bytes / 4;
+    const poet_node *logits = &g->nodes[g->nodes[g->loss].inputs[0]];
+    h->rows = (uint32_t)logits->shape.dim[0], h->classes = (uint32_t)logits->shape.dim[1];
+    h->optimizer = o->optimizer.kind;
+    h->n_params = x->n_params, h->n_state = x->n_state, h->n_trained = (uint32_t)x->n_trained;
+    h->workspace_bytes = x->workspace_bytes;
+}
+
 static void fill_header(img_header *h, const poet_graph *g, const poet_problem *p, const poet_schedule *s,
                         const poet_export_options *o, const parts *x)
 {
@@ -322,21 +336,35 @@ static void fill_header(img_header *h, const poet_graph *g, const poet_problem *
     h->version = POET_IMAGE_VERSION;
     h->header_bytes = sizeof *h;
     h->graph_hash = poet_instance_hash(p->inst);
-    h->n_nodes = (uint32_t)g->n_nodes, h->n_forward = (uint32_t)g->n_forward, h->loss = (uint32_t)g->loss;
-    for (int v = 0; v < g->n_forward; v++)
-        if (g->nodes[v].op == POET_OP_INPUT) h->input = (uint32_t)v, h->batch_numel = g->nodes[v].bytes / 4;
-    const poet_node *logits = &g->nodes[g->nodes[g->loss].inputs[0]];
-    h->rows = (uint32_t)logits->shape.dim[0], h->classes = (uint32_t)logits->shape.dim[1];
+    fill_sizes(h, g, o, x);
     h->schedule_bytes = (uint32_t)x->schedule_bytes;
-    h->optimizer = o->optimizer.kind;
     h->lr = o->optimizer.lr, h->momentum = o->optimizer.momentum, h->beta1 = o->optimizer.beta1;
     h->beta2 = o->optimizer.beta2, h->eps = o->optimizer.eps, h->weight_decay = o->optimizer.weight_decay;
     h->seed = o->seed;
-    h->n_params = x->n_params, h->n_state = x->n_state, h->n_trained = (uint32_t)x->n_trained;
-    h->storage_bytes = x->storage_bytes, h->workspace_bytes = x->workspace_bytes;
+    h->storage_bytes = x->storage_bytes;
     h->budget_bytes = s->budget_bytes ? s->budget_bytes : p->budget_bytes;
     snprintf(h->model, sizeof h->model, "%.31s", g->model);
     snprintf(h->planner, sizeof h->planner, "%.31s", s->planner);
+}
+
+poet_status poet_export_memory(const poet_graph *g, const poet_export_options *o, uint64_t arena_bytes,
+                               poet_dev_memory *need, poet_err *err)
+{
+    if (g->loss < 0 || g->nodes[g->nodes[g->loss].inputs[0]].shape.ndim != 2)
+        return poet_fail(err, POET_ERR_UNSUPPORTED, "runtime: the loss of '%s' needs 2-d logits", g->model);
+    parts x;
+    memset(&x, 0, sizeof x);
+    if (!(x.nodes = calloc((size_t)g->n_nodes, sizeof *x.nodes)))
+        return poet_fail(err, POET_ERR_NOMEM, "out of memory sizing the device's memory");
+    to_knodes(g, x.nodes, &x.n_params, &x.n_trained, &x.n_state);
+    x.workspace_bytes = workspace_bytes(x.nodes, g->n_nodes, o->chunk_positions);
+    img_header h;
+    memset(&h, 0, sizeof h);
+    fill_sizes(&h, g, o, &x);
+    h.train.arena_bytes = arena_bytes;
+    bool ok = image_memory(&h, need);
+    parts_free(&x);
+    return ok ? POET_OK : poet_fail(err, POET_ERR_LIMIT, "runtime: '%s' needs more memory than 64 bits count", g->model);
 }
 
 poet_status poet_export_image(const poet_graph *g, const poet_problem *p, const poet_schedule *s,
