@@ -147,6 +147,14 @@ expect "... from step 0" 'grep -q '\''"resumed_at_step":[[:space:]]*0'\'' "$tmp/
 refuse "--resume with a mistyped directory" "no checkpoint directory" "$poet" train "${train[@]}" --steps 5 \
     --checkpoint "$tmp/ck-typo" --resume
 expect "... which is not created" '[ ! -e "$tmp/ck-typo" ]'
+mkdir "$tmp/ck-empty"
+refuse "--resume where no checkpoint was written" "holds no checkpoint to resume" "$poet" train "${train[@]}" \
+    --steps 5 --checkpoint "$tmp/ck-empty" --resume
+# progress counts the run's steps, and a pipe gets lines too
+"$poet" train "${train[@]:0:${#train[@]}-1}" --steps 30 >/dev/null 2>"$tmp/progress.err"
+expect "piped progress counts the run's steps, to 30/30 (100%)" 'grep -q "step 30/30 (100%)" "$tmp/progress.err"'
+"$poet" train "${train[@]}" --steps 30 >/dev/null 2>"$tmp/progress.err"
+expect "... and --quiet silences it" '[ ! -s "$tmp/progress.err" ]'
 
 # ---- two runs on one directory ----
 "$poet" train "${train[@]}" --steps 100000 --checkpoint "$tmp/busy" >/dev/null 2>&1 &

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -170,8 +171,9 @@ static int prepare_checkpoint(run *r, const train_args *a)
     if (has && !a->resume && !a->overwrite)
         return file_error("the directory holds the checkpoint of an earlier run (--resume continues it, --overwrite "
                           "starts afresh and replaces it):", a->checkpoint);
-    if (!has && a->resume && !a->quiet)
-        fprintf(stderr, "poet: no checkpoint in '%s' yet: training starts at step 0\n", a->checkpoint);
+    if (!has && a->resume)
+        return file_error("--resume: the directory holds no checkpoint to resume (a typo? leave out --resume to start "
+                          "a run there):", a->checkpoint);
     return poet_check_output(r->ckpt, &err) ? lib_error(&err) : 0;
 }
 
@@ -222,17 +224,32 @@ static int write_onnx(run *r, const char *path)
 
 typedef struct progress_ctx {
     bool bar, lines;
-    cJSON *epochs; /* per epoch: train loss, test loss and accuracy */
+    cJSON *epochs;    /* per epoch: train loss, test loss and accuracy */
+    double next_line; /* lines: when the next may be written (a pipe gets one every 10 s) */
 } progress_ctx;
 
+static double monotonic_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Steps of the run, not of the epoch: --steps 1500 ends at 1500/1500. */
 static void on_progress(void *ctx, const poet_train_progress *p)
 {
-    const progress_ctx *c = ctx;
+    progress_ctx *c = ctx;
+    long total = p->total_steps > 0 ? p->total_steps : 1;
     if (c->bar) {
-        int width = 30, done = (int)(width * p->batch / (p->batches ? p->batches : 1));
-        fprintf(stderr, "\repoch %d/%d [%.*s%*s] %ld/%ld loss %.4f", p->epoch, p->epochs, done,
-                "==============================", width - done, "", p->batch, p->batches, p->loss);
-        if (p->epoch_done) fputc('\n', stderr);
+        int width = 30, done = (int)(width * p->step / total);
+        fprintf(stderr, "\repoch %d/%d [%.*s%*s] step %ld/%ld loss %.4f", p->epoch, p->epochs, done,
+                "==============================", width - done, "", p->step, p->total_steps, p->loss);
+        if (p->epoch_done || p->step == p->total_steps) fputc('\n', stderr);
+    }
+    if (c->lines && (p->step == p->total_steps || (!p->epoch_done && monotonic_s() >= c->next_line))) {
+        fprintf(stderr, "epoch %d/%d step %ld/%ld (%.0f%%) loss %.4f\n", p->epoch, p->epochs, p->step, p->total_steps,
+                100.0 * (double)p->step / (double)total, p->loss);
+        c->next_line = monotonic_s() + 10;
     }
     if (p->epoch_done && c->epochs) {
         cJSON *o = cJSON_CreateObject();
@@ -413,7 +430,7 @@ int cmd_train(int argc, char **argv)
         rc = lib_error(&err);
     if (!rc) rc = start_engine(&r, &q);
     if (!rc) {
-        progress_ctx pc = {isatty(2) && !a.quiet, !isatty(2) && !a.quiet && !a.json, cJSON_CreateArray()};
+        progress_ctx pc = {isatty(2) && !a.quiet, !isatty(2) && !a.quiet, cJSON_CreateArray(), monotonic_s() + 10};
         poet_train_options o = {q.epochs, q.steps, a.checkpoint ? r.ckpt : NULL, q.every, a.resume, on_progress, &pc,
                                 r.s.onnx != NULL};
         poet_train_report tr;
