@@ -114,7 +114,22 @@ fi
 refuse "budget ram without a stated RAM" "does not state its RAM" "$poet" plan \
     --instance "$data/reference/linear__m4.json" --budget ram
 ok "over the device's RAM warns" "$poet" plan --model cnn_digits --device m4 --budget 100% --planner keep-all
-has "RAM warning" "more than m4's 262144 B of RAM" "$tmp/err"
+has "RAM warning" "more than m4's 256.0 KiB" "$tmp/err"
+# --budget ram is the whole RAM: the firmware's fixed part, and all that training keeps beside the arena
+ok "budget ram on the board's profile" "$poet" export --model cnn_digits --device stm32f405 --batch 8 --budget ram \
+    --time-limit 5 --out "$tmp/ram.img" --json
+whole=$(( $(sed -n 's/.*"memory_bytes":[[:space:]]*\([0-9]*\).*/\1/p' "$tmp/out") + 9216 ))
+expect "budget ram: the whole RAM ($whole B) fits the board's 196608 B and uses most of it" \
+    '[ "$whole" -le 196608 ] && [ "$whole" -gt 180000 ]'
+refuse "budget ram too small for what training keeps" "do not even hold" "$poet" plan --model resnet_small \
+    --device stm32f405 --budget ram
+ok "devices list RAM" "$poet" devices
+has "devices: the board's RAM and its firmware's share" "stm32f405 .* 192.0 KiB *9.0 KiB" "$tmp/out"
+for spec in 64kb:64000 64kib:65536 1mb:1000000; do
+    ok "budget $spec (units in any case)" "$poet" plan --model linear --device m4 --budget "${spec%%:*}" --json \
+        --allow-infeasible
+    has "budget ${spec%%:*} is ${spec##*:} bytes" "\"budget_bytes\":[[:space:]]*${spec##*:}," "$tmp/out"
+done
 cat >"$tmp/tiny.json" <<'JSON'
 {"format": "poet-device", "version": 1, "name": "tiny", "flops_per_s": 6e6, "flops_per_j": 5e8,
  "pagein_latency_s": 1e-4, "pagein_bytes_per_s": 4e6, "pageout_latency_s": 1e-4, "pageout_bytes_per_s": 4e6,

@@ -60,12 +60,16 @@ if [ -s "$tmp/em.json" ]; then
         "$([ "$peak" = "$arena" ] && [ "$arena" = "$planned" ] && echo 0 || echo 1)"
     total=$(field "$r" ram_total_bytes) limit=$(field "$r" ram_limit_bytes)
     check "RAM total $total <= $limit" "$([ "$total" -le "$limit" ] && [ "$limit" = 196608 ] && echo 0 || echo 1)"
+    check "the board's RAM ($total B) is the RAM the plan said" \
+        "$([ "$total" = "$(field "$r" predicted_ram_total_bytes)" ] && echo 0 || echo 1)" "$(field "$r" predicted_ram_total_bytes)"
+    fixed=$(( $(field "$r" ram_static_bytes) + $(field "$r" stack_bytes) ))
+    check "the firmware keeps $fixed B, no more than the stm32f405 profile's 9216" "$([ "$fixed" -le 9216 ] && echo 0 || echo 1)"
     keep=$(field "$r" keep_all_peak_bytes) persistent=$(field "$r" persistent_bytes)
     check "ordinary training does not fit: keep-all $keep + weights and state $persistent > $limit" \
         "$([ $((keep + persistent)) -gt "$limit" ] && echo 0 || echo 1)"
     check "instructions per step counted" "$([ "$(field "$r" instructions_per_step | cut -d. -f1)" -gt 1000000 ] && echo 0 || echo 1)"
     # the same three steps through poet train, another path on the host
-    "$poet" train "${common[@]}" --device m4 --budget 42% --steps 3 --json --quiet >"$tmp/train.json" 2>"$tmp/train.err"
+    "$poet" train "${common[@]}" --device stm32f405 --budget 42% --steps 3 --json --quiet >"$tmp/train.json" 2>"$tmp/train.err"
     check "poet train gives the device's weights" \
         "$([ "$(field "$tmp/train.json" weights_sha256)" = "$(field "$r" weights_sha256)" ] && echo 0 || echo 1)" "$(head -c 300 "$tmp/train.err")"
 fi
@@ -115,6 +119,16 @@ check "a 1-d CNN from ONNX trains on the device to the host's bits, recomputing"
 check "a sequence transformer from ONNX trains on the device to the host's bits, paging" \
     "$([ -s "$tmp/seq.json" ] && [ "$(field "$tmp/seq.json" bit_identical)" = true ] && [ "$(field "$tmp/seq.json" paged_bytes)" -gt 0 ] && echo 0 || echo 1)" "$(head -c 300 "$tmp/seq.err")"
 
+# --budget ram plans the board's RAM: it fits on the first try, exactly as planned
+"$poet" emulate "${common[@]}" --budget ram --steps 2 --json >"$tmp/ramb.json" 2>"$tmp/ramb.err"
+check "--budget ram trains on the board on the first try" $? "$(head -c 400 "$tmp/ramb.err")"
+if [ -s "$tmp/ramb.json" ]; then
+    total=$(field "$tmp/ramb.json" ram_total_bytes)
+    check "... in $total B of 196608, the RAM the plan said, bit-identical to the host" \
+        "$([ "$total" -le 196608 ] && [ "$total" = "$(field "$tmp/ramb.json" predicted_ram_total_bytes)" ] &&
+            [ "$(field "$tmp/ramb.json" bit_identical)" = true ] && echo 0 || echo 1)"
+fi
+
 # a model that does not fit is refused before QEMU starts, with the bytes needed and there
 "$poet" emulate "${common[@]}" --budget 100% --steps 1 --batch 32 >"$tmp/big.out" 2>"$tmp/big.err"
 rc=$?
@@ -136,7 +150,7 @@ step=$(sed -n 's/.*step \([0-9]*\) failed.*/\1/p' "$tmp/fail.err" | head -1)
 check "storage failure: non-zero exit and a message naming the step" \
     "$([ $rc -ne 0 ] && [ -n "$step" ] && grep -q "injected fault" "$tmp/fail.err" && echo 0 || echo 1)" "rc=$rc $(cat "$tmp/fail.err")"
 if [ -n "$step" ] && [ "$step" -gt 1 ]; then
-    "$poet" train "${common[@]}" --device m4 --budget 42% --steps $((step - 1)) --json --quiet >"$tmp/before.json" 2>/dev/null
+    "$poet" train "${common[@]}" --device stm32f405 --budget 42% --steps $((step - 1)) --json --quiet >"$tmp/before.json" 2>/dev/null
     got=$(sha256sum "$tmp/fail/weights.bin" | cut -d' ' -f1)
     check "the weights written are those of the last completed step ($((step - 1)))" \
         "$([ "$got" = "$(field "$tmp/before.json" weights_sha256)" ] && echo 0 || echo 1)"

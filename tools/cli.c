@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 int usage_error(const char *cmd, const char *msg, const char *arg)
 {
@@ -132,9 +133,9 @@ bool parse_budget(const char *s, uint64_t keep_all, uint64_t *out)
     static const struct {
         const char *unit;
         double bytes;
-    } units[] = {{"", 1},          {"B", 1},          {"K", 1024},       {"k", 1024},        {"KiB", 1024},
-                 {"KB", 1000},     {"kB", 1000},      {"M", 1048576},    {"MiB", 1048576},   {"MB", 1e6},
-                 {"G", 1073741824}, {"GiB", 1073741824}, {"GB", 1e9}};
+    } units[] = {{"", 1},           {"B", 1},           {"K", 1024}, {"KiB", 1024}, {"KB", 1000},
+                 {"M", 1048576},    {"MiB", 1048576},   {"MB", 1e6}, {"G", 1073741824},
+                 {"GiB", 1073741824}, {"GB", 1e9}};
     char *end = NULL;
     errno = 0;
     double v = numeric_start(s) ? strtod(s, &end) : -1;
@@ -146,7 +147,7 @@ bool parse_budget(const char *s, uint64_t keep_all, uint64_t *out)
     }
     for (size_t i = 0; i < sizeof units / sizeof *units; i++) {
         double bytes = v * units[i].bytes;
-        if (strcmp(end, units[i].unit) != 0) continue;
+        if (strcasecmp(end, units[i].unit) != 0) continue; /* 64kb is 64KB */
         if (bytes > (double)POET_MAX_BUDGET_BYTES || (units[i].bytes == 1 && v != floor(v))) return false;
         *out = (uint64_t)floor(bytes);
         return true;
@@ -154,7 +155,37 @@ bool parse_budget(const char *s, uint64_t keep_all, uint64_t *out)
     return false;
 }
 
-int resolve_budget(const char *cmd, const char *text, const poet_problem *p, int optimizer_slots, uint64_t *out)
+const char *format_bytes(uint64_t bytes, char out[32])
+{
+    if (bytes < 1024) snprintf(out, 32, "%llu B", (unsigned long long)bytes);
+    else if (bytes < 1024 * 1024) snprintf(out, 32, "%.1f KiB", (double)bytes / 1024);
+    else if (bytes < 1024ull * 1024 * 1024) snprintf(out, 32, "%.2f MiB", (double)bytes / (1024.0 * 1024));
+    else snprintf(out, 32, "%.2f GiB", (double)bytes / (1024.0 * 1024 * 1024));
+    return out;
+}
+
+int ram_use_of(const poet_graph *g, const poet_instance *inst, poet_optimizer_kind kind, uint32_t chunk,
+               uint64_t fixed_bytes, ram_use *out)
+{
+    memset(out, 0, sizeof *out);
+    out->fixed_bytes = fixed_bytes == UINT64_MAX ? inst->device.fixed_ram_bytes : fixed_bytes;
+    out->estimate_bytes = poet_instance_persistent_bytes(inst, poet_optimizer_slots(kind));
+    if (!g) return 0;
+    poet_export_options o = {.optimizer = poet_optimizer_default(kind), .chunk_positions = chunk};
+    poet_err err = {0};
+    if (poet_export_memory(g, &o, 0, &out->beside, &err)) return lib_error(&err);
+    out->exact = true;
+    return 0;
+}
+
+uint64_t ram_total(const ram_use *r, uint64_t arena_bytes)
+{
+    /* the device places what follows the arena 8-byte aligned */
+    return r->fixed_bytes + (r->exact ? r->beside.total_bytes + (arena_bytes + 7) / 8 * 8
+                                      : r->estimate_bytes + arena_bytes);
+}
+
+int resolve_budget(const char *cmd, const char *text, const poet_problem *p, const ram_use *r, uint64_t *out)
 {
     const poet_profile *d = &p->inst->device;
     if (!text || strcmp(text, "ram") != 0) {
@@ -162,35 +193,38 @@ int resolve_budget(const char *cmd, const char *text, const poet_problem *p, int
         return usage_error(cmd, "--budget must be bytes (like 200000, 64KiB, 1.5MB), a percentage like 50%, or ram; got",
                            text);
     }
-    uint64_t keep = poet_instance_persistent_bytes(p->inst, optimizer_slots);
     if (!d->ram_bytes) {
         fprintf(stderr, "poet %s: --budget ram: device '%s' does not state its RAM (ram_bytes in its profile)\n", cmd,
                 d->name);
         return EXIT_USAGE;
     }
-    if (d->ram_bytes <= keep) {
-        fprintf(stderr, "poet: %s's %llu B of RAM do not even hold the weights, gradients and optimizer state (%llu B)\n",
-                d->name, (unsigned long long)d->ram_bytes, (unsigned long long)keep);
+    uint64_t beside = ram_total(r, 0);
+    if (d->ram_bytes <= beside) {
+        char have[32], need[32];
+        fprintf(stderr, "poet: %s's %s of RAM do not even hold what training keeps beside the activations (%s: %s)\n",
+                d->name, format_bytes(d->ram_bytes, have), format_bytes(beside, need),
+                r->exact ? "the firmware, weights, gradients, optimizer state, the batch, workspace and control"
+                         : "weights, gradients and optimizer state");
         return 1;
     }
-    *out = d->ram_bytes - keep;
+    *out = r->exact ? (d->ram_bytes - beside) / 8 * 8 : d->ram_bytes - beside;
     return 0;
 }
 
-void warn_ram(const poet_problem *p, const poet_sim *sim, int optimizer_slots)
+void warn_ram(const poet_problem *p, const poet_sim *sim, const ram_use *r)
 {
     const poet_profile *d = &p->inst->device;
-    uint64_t arena_bytes = sim->placed_peak_bytes;
+    char a[32], b[32], c[32], e[32];
     if (d->flash_bytes && sim->paged_out_bytes > d->flash_bytes)
-        fprintf(stderr, "poet: warning: the schedule pages out %llu B, more than %s's %llu B of flash\n",
-                (unsigned long long)sim->paged_out_bytes, d->name, (unsigned long long)d->flash_bytes);
-    uint64_t keep = poet_instance_persistent_bytes(p->inst, optimizer_slots);
-    if (d->ram_bytes && arena_bytes + keep > d->ram_bytes)
+        fprintf(stderr, "poet: warning: the schedule pages out %s, more than %s's %s of flash\n",
+                format_bytes(sim->paged_out_bytes, a), d->name, format_bytes(d->flash_bytes, b));
+    uint64_t total = ram_total(r, sim->placed_peak_bytes);
+    if (d->ram_bytes && total > d->ram_bytes)
         fprintf(stderr,
-                "poet: warning: the arena (%llu B) and the weights, gradients and optimizer state (%llu B) need "
-                "%llu B, more than %s's %llu B of RAM (--budget ram plans for what is left)\n",
-                (unsigned long long)arena_bytes, (unsigned long long)keep, (unsigned long long)(arena_bytes + keep),
-                d->name, (unsigned long long)d->ram_bytes);
+                "poet: warning: training needs %s of RAM (arena %s and %s beside it), more than %s's %s "
+                "(--budget ram plans for what fits)\n",
+                format_bytes(total, a), format_bytes(sim->placed_peak_bytes, b), format_bytes(ram_total(r, 0), c),
+                d->name, format_bytes(d->ram_bytes, e));
 }
 
 bool parse_gap(const char *s, double *out)
@@ -270,6 +304,12 @@ int load_graph(const char *cmd, const char *model, const char *onnx, const char 
  * each DRESS-style sparsity level (basis points) into levels[]. */
 int load_instances(const char *cmd, const graph_src *src, poet_instance *inst, const weight_format *wf)
 {
+    return load_instance_ram(cmd, src, inst, wf, NULL);
+}
+
+int load_instance_ram(const char *cmd, const graph_src *src, poet_instance *inst, const weight_format *wf,
+                      ram_use *ram)
+{
     int n_levels = wf ? wf->n_levels : 0;
     poet_err err = {0};
     if ((src->model != NULL) + (src->onnx != NULL) + (src->instance != NULL) != 1)
@@ -279,7 +319,8 @@ int load_instances(const char *cmd, const graph_src *src, poet_instance *inst, c
             return usage_error(cmd, "--device, --batch and --train apply to --model and --onnx", NULL);
         if (n_levels || (wf && wf->bits > 0))
             return usage_error(cmd, "--sparse-levels and --weight-bits need the model's layers: --model or --onnx", NULL);
-        return poet_instance_read_file(src->instance, inst, &err) ? lib_error(&err) : 0;
+        if (poet_instance_read_file(src->instance, inst, &err)) return lib_error(&err);
+        return ram ? ram_use_of(NULL, inst, POET_OPT_SGD, DEVICE_CHUNK, UINT64_MAX, ram) : 0;
     }
     if (!src->device) return usage_error(cmd, "--model and --onnx need --device", NULL);
     int b = 0;
@@ -300,9 +341,13 @@ int load_instances(const char *cmd, const graph_src *src, poet_instance *inst, c
             while (k-- > 0) poet_instance_free(&wf->levels[k]);
             poet_instance_free(inst);
         }
+    if (!st && ram && (rc = ram_use_of(g, inst, POET_OPT_SGD, DEVICE_CHUNK, UINT64_MAX, ram))) {
+        poet_instance_free(inst);
+        for (int k = 0; k < n_levels; k++) poet_instance_free(&wf->levels[k]);
+    }
     if (m) poet_onnx_free(m);
     else poet_graph_free(&zoo);
-    return st ? lib_error(&err) : 0;
+    return st ? lib_error(&err) : rc;
 }
 
 int load_instance(const char *cmd, const graph_src *src, poet_instance *inst)

@@ -30,15 +30,30 @@ bool parse_time_limit(const char *s, double *seconds);
 /* BYTES (with a unit: 64KiB, 256k, 1.5MB; see BUDGET_UNITS), or PCT% of
  * keep_all. */
 bool parse_budget(const char *s, uint64_t keep_all, uint64_t *out);
-#define BUDGET_UNITS "K, M, G and KiB, MiB, GiB are powers of 1024; KB, MB, GB powers of 1000"
+#define BUDGET_UNITS "K, M, G and KiB, MiB, GiB are powers of 1024; KB, MB, GB powers of 1000; any case"
+/* Bytes as people read them: "512 B", "187.5 KiB", "6.29 MiB"; returns out. */
+const char *format_bytes(uint64_t bytes, char out[32]);
+/* What training needs in a device's RAM beside its activation arena. */
+typedef struct ram_use {
+    bool exact;              /* from the graph, as the device lays out its memory (poet_export_memory) */
+    poet_dev_memory beside;  /* exact: the device's needs with an empty arena */
+    uint64_t estimate_bytes; /* !exact (a graph file): poet_instance_persistent_bytes */
+    uint64_t fixed_bytes;    /* the firmware's own: the profile's fixed_ram_bytes, or measured */
+} ram_use;
+enum { DEVICE_CHUNK = 16 }; /* output positions: 4.5-6 instructions per multiply-add on the M4 (BENCHMARKS.md) */
+/* g may be NULL (a graph file): then the instance's estimate. fixed_bytes
+ * UINT64_MAX: the profile's. 0 or an exit code. */
+int ram_use_of(const poet_graph *g, const poet_instance *inst, poet_optimizer_kind kind, uint32_t chunk,
+               uint64_t fixed_bytes, ram_use *out);
+/* The whole RAM training takes on the device with this arena. */
+uint64_t ram_total(const ram_use *r, uint64_t arena_bytes);
 /* --budget as given: BYTES, PCT% of the keep-all peak, or "ram": the
- * device's RAM less the persistent state of training with an optimizer of
- * optimizer_slots (poet_instance_persistent_bytes). 0 or an exit code. */
-int resolve_budget(const char *cmd, const char *text, const poet_problem *p, int optimizer_slots, uint64_t *out);
-/* Warns on stderr when the schedule's placed arena plus the persistent state
- * exceed the device's RAM, or what it pages out exceeds its flash (where its
- * profile states them). */
-void warn_ram(const poet_problem *p, const poet_sim *sim, int optimizer_slots);
+ * largest arena with which the whole of ram_total fits the device's RAM.
+ * 0 or an exit code. */
+int resolve_budget(const char *cmd, const char *text, const poet_problem *p, const ram_use *r, uint64_t *out);
+/* Warns on stderr when the whole RAM of the schedule exceeds the device's,
+ * or what it pages out exceeds its flash (where its profile states them). */
+void warn_ram(const poet_problem *p, const poet_sim *sim, const ram_use *r);
 /* A relative gap: a fraction, or a percentage like 0.5%. */
 bool parse_gap(const char *s, double *out);
 
@@ -101,6 +116,9 @@ typedef struct weight_format {
 /* load_instance with a weight format (NULL: none); --instance files are
  * refused with one (they have no layers). */
 int load_instances(const char *cmd, const graph_src *src, poet_instance *inst, const weight_format *wf);
+/* load_instance, and what training it needs in RAM beside the arena (SGD, DEVICE_CHUNK). */
+int load_instance_ram(const char *cmd, const graph_src *src, poet_instance *inst, const weight_format *wf,
+                      ram_use *ram);
 
 /* The commands, one file each (cmd_NAME.c): argc and argv after the command
  * name; the exit code. */

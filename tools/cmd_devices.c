@@ -16,13 +16,19 @@ int cmd_devices(int argc, char **argv)
     int rc = list_opts("devices", DEVICES_HELP, argc, argv, &json);
     if (rc >= 0) return rc;
     if (!json) {
-        printf("%-11s %12s %12s %10s %10s  %s\n", "device", "MFLOP/s", "MFLOP/J", "in MB/s", "out MB/s",
-               "description");
+        printf("%-11s %12s %12s %10s %10s %11s %11s  %s\n", "device", "MFLOP/s", "MFLOP/J", "in MB/s", "out MB/s",
+               "RAM", "firmware", "description");
         for (int i = 0; i < poet_profile_count(); i++) {
             const poet_profile *d = poet_profile_builtin(i);
-            printf("%-11s %12.3f %12.3f %10.3f %10.3f  %s\n", d->name, d->flops_per_s / 1e6, d->flops_per_j / 1e6,
-                   d->pagein_bytes_per_s / 1e6, d->pageout_bytes_per_s / 1e6, d->description);
+            char ram[32] = "-", fixed[32] = "-";
+            if (d->ram_bytes) format_bytes(d->ram_bytes, ram);
+            if (d->fixed_ram_bytes) format_bytes(d->fixed_ram_bytes, fixed);
+            printf("%-11s %12.3f %12.3f %10.3f %10.3f %11s %11s  %s\n", d->name, d->flops_per_s / 1e6,
+                   d->flops_per_j / 1e6, d->pagein_bytes_per_s / 1e6, d->pageout_bytes_per_s / 1e6, ram, fixed,
+                   d->description);
         }
+        printf("RAM: all of it; firmware: what the firmware keeps of it (static data, stack); --budget ram plans\n"
+               "the rest, less what training holds beside the activations.\n");
         return 0;
     }
     cJSON *arr = cJSON_CreateArray();
@@ -41,6 +47,9 @@ int cmd_devices(int argc, char **argv)
         cJSON_AddNumberToObject(o, "memory_power_w", d->memory_power_w);
         cJSON_AddNumberToObject(o, "power_w", d->power_w);
         cJSON_AddNumberToObject(o, "bytes_per_element", d->bytes_per_element);
+        cJSON_AddNumberToObject(o, "ram_bytes", (double)d->ram_bytes);
+        cJSON_AddNumberToObject(o, "flash_bytes", (double)d->flash_bytes);
+        cJSON_AddNumberToObject(o, "fixed_ram_bytes", (double)d->fixed_ram_bytes);
     }
     return print_json(arr);
 }

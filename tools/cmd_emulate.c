@@ -112,7 +112,6 @@ typedef struct emulation {
     adaptation ad;
     train_values v;
     long steps, timeout_s;
-    uint32_t chunk;
     bool sd;
     uint8_t *img;
     size_t img_len;
@@ -134,7 +133,7 @@ static int check_emulate_args(const emulate_args *a, emulation *em)
     if (a->steps && !parse_int(a->steps, 1, 1000000, &n)) return usage_error(cmd, "--steps must be 1 to 1e6, got", a->steps);
     if (a->timeout && !parse_int(a->timeout, 1, 86400, &timeout))
         return usage_error(cmd, "--timeout must be 1 to 86400 seconds, got", a->timeout);
-    if (!parse_chunk(a->chunk, &em->chunk)) return usage_error(cmd, "--chunk must be 0 to 2^20 positions, got", a->chunk);
+    if (!parse_chunk(a->chunk, &em->v.chunk)) return usage_error(cmd, "--chunk must be 0 to 2^20 positions, got", a->chunk);
     if (a->storage && strcmp(a->storage, "sd") != 0 && strcmp(a->storage, "ram") != 0)
         return usage_error(cmd, "--storage must be sd or ram, got", a->storage);
     int x;
@@ -165,12 +164,18 @@ static int load_board(emulation *em, const char *firmware)
     return ok ? 0 : 1;
 }
 
+/* What the firmware keeps of the board's RAM: its static data and stack. */
+static uint64_t board_fixed_bytes(const board_map *m)
+{
+    return (uint64_t)(m->stack_top - m->ram_start) - (m->pool_end - m->pool_start);
+}
+
 /* Refuses, before QEMU starts, what the board cannot hold. */
 static int check_fit(const emulation *em)
 {
     const board_map *m = &em->map;
     uint64_t pool = m->pool_end - m->pool_start, need = em->need.total_bytes + (em->sd ? 0 : em->need.storage_bytes);
-    uint64_t fixed = RAM_LIMIT_BYTES - pool;
+    uint64_t fixed = board_fixed_bytes(m);
     if (need > pool) {
         fprintf(stderr,
                 "poet emulate: training needs %llu bytes of RAM on the board (arena %llu, persistent %llu, workspace "
@@ -455,9 +460,10 @@ static int report(emulation *em, const emulate_args *a)
     float loss;
     memcpy(&loss, &bits, sizeof loss);
     double ipk = num(dv, "instructions_per_kilotick"), ips = steps ? num(dv, "step_ticks") * ipk / 1000.0 / steps : 0;
-    uint64_t ram = (uint64_t)(num(dv, "ram_static_bytes") + num(dv, "stack_peak_bytes") + num(dv, "arena_bytes") +
-                              num(dv, "persistent_bytes") + num(dv, "workspace_bytes") + num(dv, "control_bytes")) +
+    /* what the board commits: static data, the stack it reserves, the block poet carves */
+    uint64_t ram = (uint64_t)(num(dv, "ram_static_bytes") + num(dv, "stack_bytes") + num(dv, "memory_bytes")) +
                    (em->sd ? 0 : em->need.storage_bytes);
+    uint64_t predicted = ram_total(&em->s.ram, em->s.sim.placed_peak_bytes) + (em->sd ? 0 : em->need.storage_bytes);
     bool same = !a->no_host && strcmp(sha, host) == 0 && strcmp(sha, keep) == 0;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "model", em->s.g->model);
@@ -477,7 +483,7 @@ static int report(emulation *em, const emulate_args *a)
     }
     cJSON_AddNumberToObject(o, "image_bytes", (double)em->img_len);
     static const char *copied[] = {"ram_static_bytes", "stack_peak_bytes", "stack_bytes", "arena_bytes",
-                                   "arena_peak_bytes", "persistent_bytes", "workspace_bytes", "control_bytes",
+                                   "arena_peak_bytes", "persistent_bytes", "workspace_bytes", "control_bytes", "memory_bytes",
                                    "recomputations", "page_outs", "page_ins", "paged_out_bytes", "paged_in_bytes",
                                    "conv_forward_ticks", "conv_backward_ticks", "kernel_ticks"};
     for (size_t i = 0; i < sizeof copied / sizeof *copied; i++)
@@ -485,6 +491,7 @@ static int report(emulation *em, const emulate_args *a)
     cJSON_AddNumberToObject(o, "planned_arena_bytes", (double)em->s.sim.placed_peak_bytes);
     cJSON_AddNumberToObject(o, "storage_in_ram_bytes", em->sd ? 0 : (double)em->need.storage_bytes);
     cJSON_AddNumberToObject(o, "ram_total_bytes", (double)ram);
+    cJSON_AddNumberToObject(o, "predicted_ram_total_bytes", (double)predicted);
     cJSON_AddNumberToObject(o, "ram_limit_bytes", RAM_LIMIT_BYTES);
     cJSON_AddNumberToObject(o, "paged_bytes", num(dv, "paged_out_bytes") + num(dv, "paged_in_bytes"));
     cJSON_AddNumberToObject(o, "instructions_per_step", ips);
@@ -496,14 +503,22 @@ static int report(emulation *em, const emulate_args *a)
     } else {
         printf("%s (batch %d) on the emulated netduinoplus2, schedule for %llu B (%s): %ld steps, loss %.4f\n",
                em->s.g->model, em->s.g->batch, (unsigned long long)em->s.p.budget_bytes, em->v.planner, steps, loss);
-        printf("  RAM %llu of %d B: static %g, stack %g, arena %g (peak written %g, planned %llu), persistent %g, "
-               "workspace %g, control %g\n",
-               (unsigned long long)ram, RAM_LIMIT_BYTES, num(dv, "ram_static_bytes"), num(dv, "stack_peak_bytes"),
-               num(dv, "arena_bytes"), num(dv, "arena_peak_bytes"), (unsigned long long)em->s.sim.placed_peak_bytes,
-               num(dv, "persistent_bytes"), num(dv, "workspace_bytes"), num(dv, "control_bytes"));
-        printf("  %g recomputations, %g B paged out, %g B paged in; %.0f instructions per step "
-               "(the m4 profile predicts %.3f s of compute per step)\n",
-               num(dv, "recomputations"), num(dv, "paged_out_bytes"), num(dv, "paged_in_bytes"), ips,
+        char b[10][32];
+        printf("  RAM %s of %s (%llu B; the plan said %llu B): static %s, stack %s (%s of it used), arena %s "
+               "(%s written), persistent %s, workspace %s, control %s\n",
+               format_bytes(ram, b[0]), format_bytes(RAM_LIMIT_BYTES, b[1]), (unsigned long long)ram,
+               (unsigned long long)predicted, format_bytes((uint64_t)num(dv, "ram_static_bytes"), b[2]),
+               format_bytes((uint64_t)num(dv, "stack_bytes"), b[3]),
+               format_bytes((uint64_t)num(dv, "stack_peak_bytes"), b[4]),
+               format_bytes((uint64_t)num(dv, "arena_bytes"), b[5]),
+               format_bytes((uint64_t)num(dv, "arena_peak_bytes"), b[6]),
+               format_bytes((uint64_t)num(dv, "persistent_bytes"), b[7]),
+               format_bytes((uint64_t)num(dv, "workspace_bytes"), b[8]),
+               format_bytes((uint64_t)num(dv, "control_bytes"), b[9]));
+        printf("  %.0f recomputations, %s paged out, %s paged in; %.0f instructions per step "
+               "(the %s profile predicts %.3f s of compute per step)\n",
+               num(dv, "recomputations"), format_bytes((uint64_t)num(dv, "paged_out_bytes"), b[0]),
+               format_bytes((uint64_t)num(dv, "paged_in_bytes"), b[1]), ips, em->s.inst.device.name,
                em->s.sim.compute_time_s);
         printf("  weights sha256 %s%s\n", sha,
                a->no_host ? "" : same ? " (the host's, under this schedule and keep-all)" : " (NOT the host's)");
@@ -565,16 +580,16 @@ int cmd_emulate(int argc, char **argv)
                   {"--attend", true, &a.attend, NULL},     {NULL, false, NULL, NULL}};
     int rc = parse_opts("emulate", argc, argv, opts, &a.help);
     if (rc || a.help) return a.help ? (fputs(EMULATE_HELP, stdout), 0) : rc;
-    if (!a.t.device) a.t.device = "m4";
+    if (!a.t.device) a.t.device = "stm32f405";
     if (!a.firmware) a.firmware = POET_FIRMWARE_DIR "/poet-firmware.elf";
     emulation em;
     memset(&em, 0, sizeof em);
     poet_err err = {0};
     if ((rc = check_emulate_args(&a, &em))) return rc;
-    if (!(rc = load_board(&em, a.firmware)) &&
+    if (!(rc = load_board(&em, a.firmware)) && (em.v.fixed_ram_bytes = board_fixed_bytes(&em.map), true) &&
         !(rc = session_plan("emulate", &em.s, &a.t, &em.v)) &&
         !(rc = adaptation_load(&a, (uint32_t)em.s.g->n_forward, &em.ad)) &&
-        !(rc = export_image(&em.s, &em.v, em.chunk, &em.img, &em.img_len, &em.need)) && !(rc = check_fit(&em))) {
+        !(rc = export_image(&em.s, &em.v, &em.img, &em.img_len, &em.need)) && !(rc = check_fit(&em))) {
         if (poet_dataset_load(em.v.data, a.t.data_dir, &em.d, &err)) rc = lib_error(&err);
         else if (!(rc = make_dir(&em, a.keep)) && !(rc = write_batches(&em)) && !(rc = run_qemu(&em, &a)))
             rc = report(&em, &a);

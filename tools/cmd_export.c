@@ -28,16 +28,15 @@ int cmd_export(int argc, char **argv)
     int rc = parse_opts("export", argc, argv, opts, &help);
     if (rc || help) return help ? (fputs(EXPORT_HELP, stdout), 0) : rc;
     train_values v;
-    uint32_t chunk;
     if ((rc = train_opts_check("export", &t, &v))) return rc;
     if (!out) return usage_error("export", "--out FILE is required", NULL);
-    if (!parse_chunk(chunk_s, &chunk)) return usage_error("export", "--chunk must be 0 to 2^20 positions, got", chunk_s);
+    if (!parse_chunk(chunk_s, &v.chunk)) return usage_error("export", "--chunk must be 0 to 2^20 positions, got", chunk_s);
     session s;
     uint8_t *img = NULL;
     size_t len = 0;
     poet_dev_memory need;
     poet_err err = {0};
-    if (!(rc = session_plan("export", &s, &t, &v)) && !(rc = export_image(&s, &v, chunk, &img, &len, &need)) &&
+    if (!(rc = session_plan("export", &s, &t, &v)) && !(rc = export_image(&s, &v, &img, &len, &need)) &&
         poet_write_file_atomic(out, img, len, &err))
         rc = lib_error(&err);
     if (!rc && json) {

@@ -115,7 +115,8 @@ int cmd_plan(int argc, char **argv)
     wf.group = (uint32_t)group;
     int n_levels = wf.n_levels;
     const uint32_t *sparsity_bp = wf.sparsity_bp;
-    if ((rc = load_instances("plan", &src, &inst, &wf))) return rc;
+    ram_use ram;
+    if ((rc = load_instance_ram("plan", &src, &inst, &wf, &ram))) return rc;
     poet_err err = {0};
     poet_problem p;
     uint64_t bytes = 0;
@@ -123,7 +124,7 @@ int cmd_plan(int argc, char **argv)
         poet_instance_free(&inst);
         return lib_error(&err);
     }
-    if (!(rc = resolve_budget("plan", budget, &p, poet_optimizer_slots(POET_OPT_SGD), &bytes))) {
+    if (!(rc = resolve_budget("plan", budget, &p, &ram, &bytes))) {
         p.budget_bytes = bytes;
         poet_plan_options o = {.time_limit_s = seconds, .threads = n_threads, .deterministic = deterministic, .no_paging = no_paging, .no_remat = no_remat,
                                .write_mps = mps, .gap = gap};
@@ -156,7 +157,7 @@ int cmd_plan(int argc, char **argv)
                               r.lower_bound_j, r.solve_seconds, r.found_seconds, have,
                               have ? n_levels : 0, sparsity_bp, level_sim, level_params};
                 rc = print_report(&rep, json);
-                if (have) warn_ram(&p, &sim, poet_optimizer_slots(POET_OPT_SGD));
+                if (have) warn_ram(&p, &sim, &ram);
                 if (!rc && !have && !allow_infeasible) rc = EXIT_NO_SCHEDULE;
             }
             poet_plan_result_free(&r);

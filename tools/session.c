@@ -9,7 +9,7 @@
 
 int train_opts_check(const char *cmd, const train_opts *t, train_values *v)
 {
-    *v = (train_values){0, 1, 1.5, 0, poet_optimizer_default(POET_OPT_SGD), NULL, NULL};
+    *v = (train_values){0, 1, 1.5, 0, poet_optimizer_default(POET_OPT_SGD), NULL, NULL, DEVICE_CHUNK, UINT64_MAX};
     if (!t->model == !t->onnx) return usage_error(cmd, "give exactly one of --model and --onnx", NULL);
     if (!t->device) return usage_error(cmd, "--device is required", NULL);
     if (!t->budget == !t->schedule) return usage_error(cmd, "give --budget, or --schedule FILE from poet plan --out", NULL);
@@ -68,7 +68,7 @@ static int plan_now(const char *cmd, session *s, const train_opts *t, const trai
 {
     poet_err err = {0};
     if (poet_problem_init(&s->p, &s->inst, 0, v->rho, &err)) return lib_error(&err);
-    int rc = resolve_budget(cmd, t->budget, &s->p, poet_optimizer_slots(v->opt.kind), &s->p.budget_bytes);
+    int rc = resolve_budget(cmd, t->budget, &s->p, &s->ram, &s->p.budget_bytes);
     if (rc) return rc;
     poet_plan_options o = {.time_limit_s = v->time_limit_s, .threads = 1, .deterministic = true};
     if (poet_plan(v->planner, &s->p, &o, &s->plan, &err)) return lib_error(&err);
@@ -90,11 +90,12 @@ int session_plan(const char *cmd, session *s, const train_opts *t, const train_v
     int rc = load_graph(cmd, t->model, t->onnx, t->train, v->batch, &s->zoo, &s->onnx, &s->g);
     if (rc) return rc;
     if (poet_instance_from_graph(s->g, &dev, &s->inst, &err)) return lib_error(&err);
+    if ((rc = ram_use_of(s->g, &s->inst, v->opt.kind, v->chunk, v->fixed_ram_bytes, &s->ram))) return rc;
     const char *what = t->model ? t->model : t->onnx;
     rc = t->schedule ? use_schedule(s, t->schedule, what) : plan_now(cmd, s, t, v, what);
     if (rc) return rc;
     if (poet_simulate(&s->p, &s->plan.schedule, &s->sim, NULL, &err)) return lib_error(&err);
-    warn_ram(&s->p, &s->sim, poet_optimizer_slots(v->opt.kind));
+    warn_ram(&s->p, &s->sim, &s->ram);
     return 0;
 }
 
@@ -128,10 +129,9 @@ bool parse_chunk(const char *s, uint32_t *out)
     return true;
 }
 
-int export_image(const session *s, const train_values *v, uint32_t chunk, uint8_t **img, size_t *len,
-                 poet_dev_memory *need)
+int export_image(const session *s, const train_values *v, uint8_t **img, size_t *len, poet_dev_memory *need)
 {
-    poet_export_options o = {v->opt, v->seed, chunk, session_params(s), session_buffers(s)};
+    poet_export_options o = {v->opt, v->seed, v->chunk, session_params(s), session_buffers(s)};
     poet_err err = {0};
     if (poet_export_image(s->g, &s->p, &s->plan.schedule, &o, img, len, &err) ||
         poet_dev_inspect(*img, *len, need, &err))

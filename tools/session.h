@@ -27,6 +27,8 @@ typedef struct train_values {
     double rho, time_limit_s; /* time_limit_s 0: the planner's default */
     poet_optimizer opt;
     const char *planner, *data;
+    uint32_t chunk;           /* the device's im2col chunk (--chunk; DEVICE_CHUNK) */
+    uint64_t fixed_ram_bytes; /* the firmware's RAM; UINT64_MAX: the profile's */
 } train_values;
 
 /* Checks the options (cmd names the command in messages); 0 or an exit code. */
@@ -41,6 +43,7 @@ typedef struct session {
     poet_problem p;
     poet_plan_result plan;
     poet_sim sim;
+    ram_use ram;            /* what training needs in the device's RAM beside the arena */
 } session;
 
 /* Builds, plans (or reads and validates the schedule of --schedule) and
@@ -53,12 +56,10 @@ const float *session_buffers(const session *s);
 void session_free(session *s);
 
 /* ---- the device image, shared by export and emulate ---- */
-enum { DEVICE_CHUNK = 16 }; /* output positions: 4.5-6 instructions per multiply-add on the M4 (BENCHMARKS.md) */
 /* --chunk N: output positions per im2col chunk, 0 for whole images (NULL: DEVICE_CHUNK). */
 bool parse_chunk(const char *s, uint32_t *out);
 /* The device image of a planned session, and the memory it needs on the device. */
-int export_image(const session *s, const train_values *v, uint32_t chunk, uint8_t **img, size_t *len,
-                 poet_dev_memory *need);
+int export_image(const session *s, const train_values *v, uint8_t **img, size_t *len, poet_dev_memory *need);
 /* The memory fields of a device image's needs, into a JSON object. */
 void add_memory_json(cJSON *o, const poet_dev_memory *m);
 

@@ -233,6 +233,7 @@ static void report(const run *r, const args *a)
     put_field("persistent_bytes", r->need.persistent_bytes);
     put_field("workspace_bytes", r->need.workspace_bytes);
     put_field("control_bytes", r->need.control_bytes);
+    put_field("memory_bytes", r->need.total_bytes);
     put_field("recomputations", (uint64_t)s->recomputations);
     put_field("page_outs", (uint64_t)s->page_outs);
     put_field("page_ins", (uint64_t)s->page_ins);

@@ -32,6 +32,8 @@ typedef struct poet_profile {
     int bytes_per_element;
     uint64_t ram_bytes;         /* the device's RAM; 0: not stated */
     uint64_t flash_bytes;       /* storage for paging; 0: not stated */
+    uint64_t fixed_ram_bytes;   /* of ram_bytes, what the firmware keeps for itself (static data, the stack);
+                                   training has the rest */
 } poet_profile;
 
 int poet_profile_count(void);
