@@ -123,6 +123,25 @@ expect "budget ram: the whole RAM ($whole B) fits the board's 196608 B and uses 
     '[ "$whole" -le 196608 ] && [ "$whole" -gt 180000 ]'
 refuse "budget ram too small for what training keeps" "do not even hold" "$poet" plan --model resnet_small \
     --device stm32f405 --budget ram
+# poet fit: the smallest whole RAM per batch and spec, and what fits the board
+ok "fit on the board" "$poet" fit --model cnn_digits --device stm32f405 --batch 8 --batch 16 --train all --json
+cp "$tmp/out" "$tmp/fit.json"
+fitfield() { /usr/bin/python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$tmp/fit.json" "$1"; }
+expect "fit: batch 8 fits the board, batch 16 does not, so 8 is the largest" \
+    '[ "$(fitfield "d[\"fits\"][0][\"fits\"]")" = True ] && [ "$(fitfield "d[\"fits\"][1][\"fits\"]")" = False ] && [ "$(fitfield "d[\"largest_batch\"][\"all\"]")" = 8 ]'
+arena=$(fitfield 'd["fits"][0]["arena_bytes"]') predicted=$(fitfield 'd["fits"][0]["ram_total_bytes"]')
+ok "export at fit's arena" "$poet" export --model cnn_digits --device stm32f405 --batch 8 --budget "$arena" \
+    --out "$tmp/fit.img" --json
+whole=$(( $(sed -n 's/.*"memory_bytes":[[:space:]]*\([0-9]*\).*/\1/p' "$tmp/out") + 9216 ))
+expect "fit's whole RAM ($predicted B) is the exported image's ($whole B)" '[ "$whole" = "$predicted" ]'
+refuse "fit: a bad batch" "--batch must be" "$poet" fit --model cnn_digits --device stm32f405 --batch 0
+# every option a command accepts is in its --help
+for c in models devices graph planners plan simulate show encode decode sweep train import export emulate update fit; do
+    "$poet" $c --help >"$tmp/help" 2>&1
+    missing=""
+    for o in $("$poet" $c --help-options); do grep -q -- "$o\b" "$tmp/help" || missing="$missing $o"; done
+    expect "poet $c --help names every option it accepts${missing:+ (missing:$missing)}" '[ -z "$missing" ]'
+done
 ok "devices list RAM" "$poet" devices
 has "devices: the board's RAM and its firmware's share" "stm32f405 .* 192.0 KiB *9.0 KiB" "$tmp/out"
 for spec in 64kb:64000 64kib:65536 1mb:1000000; do

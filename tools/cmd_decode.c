@@ -6,7 +6,8 @@
 
 #include "saved.h"
 static const char DECODE_HELP[] =
-    "usage: poet decode BIN --out FILE [--instance FILE | --model NAME --device DEV [--batch N]]\n"
+    "usage: poet decode BIN --out FILE [--instance FILE | (--model NAME | --onnx FILE) --device DEV\n"
+    "                   [--batch N] [--train SPEC]]\n"
     "Writes a binary schedule as JSON; with a graph, the JSON embeds it so that\n"
     "simulate and show need nothing else.\n";
 

@@ -63,7 +63,8 @@ static bool read_board_map(const uint8_t *e, size_t n, board_map *m)
 /* ---- poet emulate ---- */
 
 static const char EMULATE_HELP[] =
-    "usage: poet emulate --model NAME --budget BYTES|PCT% [--steps N] [--batch N] [--seed S]\n"
+    "usage: poet emulate (--model NAME | --onnx FILE) (--budget BYTES|PCT%|ram | --schedule FILE)\n"
+    "                    [--steps N] [--batch N] [--seed S] [--data-dir DIR]\n"
     "                    [--data NAME] [--device DEV] [--planner NAME] [--runtime-factor F]\n"
     "                    [--time-limit S]\n"
     "                    [--optimizer sgd|adam] [--lr X] [--chunk N] [--train SPEC]\n"
@@ -71,7 +72,8 @@ static const char EMULATE_HELP[] =
     "                    [--firmware ELF] [--qemu PATH] [--no-host]\n"
     "                    [--memory BYTES] [--fail-write N] [--fail-read N] [--profile]\n"
     "                    [--rates FILE] [--attend FILE]\n"
-    "Plans a training iteration (costs from --device, default m4: the nRF52840),\n"
+    "Plans a training iteration (costs from --device, default stm32f405: this board;\n"
+    "--budget ram: its RAM less what the firmware keeps, measured from --firmware),\n"
     "writes the device image and N batches of the data set in the order poet train\n"
     "feeds them, then trains on QEMU's netduinoplus2 (STM32F405, Cortex-M4F, 192 KiB\n"
     "of RAM) with the example firmware, paging to an SD card (a file, through\n"

@@ -6,7 +6,8 @@
 #include "session.h"
 
 static const char EXPORT_HELP[] =
-    "usage: poet export --model NAME --device DEV --budget BYTES|PCT% --out FILE\n"
+    "usage: poet export (--model NAME | --onnx FILE) --device DEV (--budget BYTES|PCT%|ram | --schedule FILE)\n"
+    "                   --out FILE [--data NAME] [--data-dir DIR]\n"
     "                   [--batch N] [--seed S] [--planner NAME] [--runtime-factor F] [--time-limit S]\n"
     "                   [--optimizer sgd|adam] [--lr X] [--chunk N] [--train SPEC] [--json]\n"
     "Plans one training iteration under the budget and writes the device image:\n"

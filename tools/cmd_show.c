@@ -7,7 +7,8 @@
 #include "saved.h"
 #include "show.h"
 static const char SHOW_HELP[] =
-    "usage: poet show FILE [--svg OUT] [--png OUT] [--instance FILE | --model NAME --device DEV]\n"
+    "usage: poet show FILE [--svg OUT] [--png OUT]\n"
+    "                 [--instance FILE | (--model NAME | --onnx FILE) --device DEV [--batch N] [--train SPEC]]\n"
     "Draws a saved schedule: memory in use against the budget over the\n"
     "iteration, and the schedule matrices (computed, in RAM, on storage, paged\n"
     "in or out at each stage). Writes OUT.svg (default: FILE.svg); --png also\n"

@@ -7,7 +7,8 @@
 #include "report.h"
 #include "saved.h"
 static const char SIMULATE_HELP[] =
-    "usage: poet simulate FILE [--instance FILE | --model NAME --device DEV [--batch N]] [--json]\n"
+    "usage: poet simulate FILE [--instance FILE | (--model NAME | --onnx FILE) --device DEV [--batch N]\n"
+    "                     [--train SPEC]] [--json]\n"
     "Validates a saved schedule (JSON or binary) and re-derives every figure\n"
     "that poet plan printed: energy, peak RAM, placed arena, time with and\n"
     "without paging. The graph comes from the file or from the options.\n";

@@ -10,10 +10,10 @@
 #include "cli.h"
 
 static const char SWEEP_HELP[] =
-    "usage: poet sweep (--model NAME --device DEV [--batch N] | --instance FILE)\n"
+    "usage: poet sweep ((--model NAME | --onnx FILE) --device DEV [--batch N] | --instance FILE)\n"
     "                  [--from BYTES|PCT%] [--to BYTES|PCT%] [--points N]\n"
     "                  [--runtime-factor F[,F...]] [--series LIST] [--time-limit S]\n"
-    "                  [--train SPEC] [--svg FILE] [--json]\n"
+    "                  [--train SPEC] [--svg FILE] [--json] [--quiet]\n"
     "Plans the model at N budgets evenly spaced from --from (default: the floor,\n"
     "the largest stage) to --to (default 100% of the keep-all peak), for each\n"
     "runtime factor (default 1.5), with every series; validates and simulates\n"

@@ -17,6 +17,7 @@ static const char UPDATE_HELP[] =
     "                   [--reinit] [--always-send]\n"
     "                   [--device DEV] [--budget B | --schedule FILE] [--batch N]\n"
     "                   [--seed S] [--optimizer sgd|adam] [--lr X] [--out DIR [--overwrite]] [--json]\n"
+    "                   [--planner NAME] [--runtime-factor F] [--time-limit S] [--train SPEC]\n"
     "Deep partial updating (docs/update.md): the server keeps deployed devices\n"
     "current while its data grows, sending a few percent of the weights a round.\n"
     "Round r retrains the deployed model on the first START + (r-1)*STEP examples\n"

@@ -25,6 +25,7 @@ static const command COMMANDS[] = {
     {"encode", cmd_encode, "write a schedule in the compact binary form for devices"},
     {"decode", cmd_decode, "write a binary schedule as JSON"},
     {"sweep", cmd_sweep, "plan one model over a range of budgets and draw the energy-memory frontier"},
+    {"fit", cmd_fit, "say which batches and --train specs train within a device's RAM"},
     {"train", cmd_train, "plan a schedule for a budget and train a model under it on real data"},
     {"import", cmd_import, "read an ONNX model with its weights and report its training graph"},
     {"export", cmd_export, "write the device image a microcontroller trains from"},

@@ -1,0 +1,247 @@
+#define _POSIX_C_SOURCE 200809L
+/* poet fit: what trains on a device. For each --train spec and batch, the
+ * smallest whole RAM a schedule trains in (the firmware's part, what
+ * training keeps beside the activations, the placed arena), whether that
+ * fits the device, and the largest batch that does. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char FIT_HELP[] =
+    "usage: poet fit (--model NAME | --onnx FILE) --device DEV [--batch N]... [--train SPEC]...\n"
+    "                [--max-batch N] [--runtime-factor F] [--planner NAME] [--time-limit S] [--json]\n"
+    "For each --train spec (default: all, last:1, last:2, biases) and each batch\n"
+    "(default: 1, 2, 4, ... up to --max-batch, 64 by default, stopping where even\n"
+    "the state beside the activations outgrows the RAM), the smallest whole RAM a\n"
+    "schedule trains in on DEV: the firmware's part (the profile's fixed_ram_bytes),\n"
+    "weights, gradients, optimizer state (SGD), statistics, the batch, workspace and\n"
+    "control as the device lays them out, and the arena of the schedule planned at\n"
+    "the smallest budget its planner meets; whether that fits DEV's RAM; and per\n"
+    "spec the largest batch that fits. The figures are the ones --budget ram and\n"
+    "poet emulate use.\n"
+    "  --batch N         a batch to try (repeat for several)\n"
+    "  --train SPEC      a spec to try (repeat): all, biases, last:N, ratio:R,\n"
+    "                    mask:FILE, then +frozen-bn, +masks (docs/partial.md)\n"
+    "  --max-batch N     the largest batch tried by default (1 to 65536)\n"
+    "  --runtime-factor F  the runtime limit of the plans (default 1.5)\n"
+    "  --planner NAME    default fast; --time-limit S: per plan (default 5)\n";
+
+enum { MAX_TRIES = 16, PROBES = 7 };
+
+typedef struct fit_args {
+    const char *model, *onnx, *device, *max_batch, *factor, *planner, *time_limit;
+    const char *batches[MAX_TRIES], *specs[MAX_TRIES];
+    int n_batches, n_specs;
+    bool json, help;
+} fit_args;
+
+/* One (spec, batch): the smallest arena a schedule was found for, and the whole. */
+typedef struct fit_row {
+    const char *spec;
+    int batch;
+    bool planned;       /* a schedule exists (with the arena below) */
+    uint64_t arena, beside, fixed, total;
+    ram_use ram;
+    char why[POET_ERR_MSG_BYTES]; /* when not planned */
+} fit_row;
+
+typedef struct fit_setup {
+    poet_profile dev;
+    double rho, limit_s;
+    const char *planner;
+} fit_setup;
+
+/* The placed arena of a schedule under budget, or false when none is found. */
+static bool plan_at(const poet_instance *inst, const fit_setup *f, uint64_t budget, uint64_t *arena, char *why,
+                    size_t cap)
+{
+    poet_err err = {0};
+    poet_problem p;
+    if (poet_problem_init(&p, inst, budget, f->rho, &err)) return snprintf(why, cap, "%s", err.msg), false;
+    poet_plan_options o = {.time_limit_s = f->limit_s, .threads = 1, .deterministic = true};
+    poet_plan_result r;
+    memset(&r, 0, sizeof r);
+    poet_sim sim;
+    bool ok = !poet_plan(f->planner, &p, &o, &r, &err) &&
+              (r.status == POET_PLAN_OPTIMAL || r.status == POET_PLAN_FEASIBLE) &&
+              !poet_simulate(&p, &r.schedule, &sim, NULL, &err);
+    if (ok) *arena = sim.placed_peak_bytes;
+    else snprintf(why, cap, "%s", err.msg[0] ? err.msg : r.note);
+    poet_plan_result_free(&r);
+    poet_problem_free(&p);
+    return ok;
+}
+
+/* The smallest budget the planner meets: the floor when it does, else a
+ * bisection between the floor and the keep-all peak (always met). */
+static void smallest_arena(const poet_instance *inst, const fit_setup *f, fit_row *row)
+{
+    poet_err err = {0};
+    poet_problem p;
+    if (poet_problem_init(&p, inst, 0, f->rho, &err)) {
+        snprintf(row->why, sizeof row->why, "%s", err.msg);
+        return;
+    }
+    uint64_t lo = p.min_budget_bytes, hi = p.keep_all_peak_bytes, arena = 0;
+    poet_problem_free(&p);
+    if (plan_at(inst, f, lo, &arena, row->why, sizeof row->why)) {
+        row->planned = true, row->arena = arena;
+        return;
+    }
+    if (!plan_at(inst, f, hi, &arena, row->why, sizeof row->why)) return;
+    row->planned = true, row->arena = arena;
+    for (int k = 0; k < PROBES && hi - lo > hi / 200; k++) { /* to within 0.5% of the keep-all peak */
+        uint64_t mid = lo + (hi - lo) / 2;
+        char why[POET_ERR_MSG_BYTES];
+        if (plan_at(inst, f, mid, &arena, why, sizeof why)) hi = mid, row->arena = arena;
+        else lo = mid;
+    }
+}
+
+static int fit_one(const fit_args *a, const fit_setup *f, const char *spec, int batch, fit_row *row)
+{
+    memset(row, 0, sizeof *row);
+    row->spec = spec, row->batch = batch;
+    poet_graph zoo;
+    poet_onnx_model *m = NULL;
+    const poet_graph *g = NULL;
+    int rc = load_graph("fit", a->model, a->onnx, strcmp(spec, "all") == 0 ? NULL : spec, batch, &zoo, &m, &g);
+    if (rc) return rc;
+    poet_err err = {0};
+    poet_instance inst;
+    if (poet_instance_from_graph(g, &f->dev, &inst, &err)) rc = lib_error(&err);
+    else if (!(rc = ram_use_of(g, &inst, POET_OPT_SGD, DEVICE_CHUNK, UINT64_MAX, &row->ram))) {
+        row->fixed = row->ram.fixed_bytes, row->beside = row->ram.beside.total_bytes;
+        if (f->dev.ram_bytes && ram_total(&row->ram, 0) >= f->dev.ram_bytes)
+            snprintf(row->why, sizeof row->why, "the state beside the activations alone takes the RAM");
+        else
+            smallest_arena(&inst, f, row);
+        row->total = ram_total(&row->ram, row->planned ? row->arena : 0);
+        poet_instance_free(&inst);
+    }
+    if (m) poet_onnx_free(m);
+    else poet_graph_free(&zoo);
+    return rc;
+}
+
+static bool fits(const fit_setup *f, const fit_row *r) { return r->planned && (!f->dev.ram_bytes || r->total <= f->dev.ram_bytes); }
+
+static void print_row(const fit_setup *f, const fit_row *r)
+{
+    char t[32], fx[32], b[32], ar[32];
+    if (!r->planned) {
+        printf("  %-14s %6d  %12s  no       %s\n", r->spec, r->batch, "-", r->why);
+        return;
+    }
+    printf("  %-14s %6d  %12s  %-7s  firmware %s + beside %s (persistent %llu B, workspace %llu B, control %llu B) "
+           "+ arena %s\n",
+           r->spec, r->batch, format_bytes(r->total, t), fits(f, r) ? "yes" : "no", format_bytes(r->fixed, fx),
+           format_bytes(r->beside, b), (unsigned long long)r->ram.beside.persistent_bytes,
+           (unsigned long long)r->ram.beside.workspace_bytes, (unsigned long long)r->ram.beside.control_bytes,
+           format_bytes(r->arena, ar));
+}
+
+static cJSON *row_json(const fit_setup *f, const fit_row *r)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "train", r->spec);
+    cJSON_AddNumberToObject(o, "batch", r->batch);
+    cJSON_AddBoolToObject(o, "planned", r->planned);
+    cJSON_AddBoolToObject(o, "fits", fits(f, r));
+    cJSON_AddNumberToObject(o, "ram_total_bytes", (double)r->total);
+    cJSON_AddNumberToObject(o, "fixed_ram_bytes", (double)r->fixed);
+    cJSON_AddNumberToObject(o, "arena_bytes", (double)r->arena);
+    cJSON_AddNumberToObject(o, "persistent_bytes", (double)r->ram.beside.persistent_bytes);
+    cJSON_AddNumberToObject(o, "workspace_bytes", (double)r->ram.beside.workspace_bytes);
+    cJSON_AddNumberToObject(o, "control_bytes", (double)r->ram.beside.control_bytes);
+    if (!r->planned) cJSON_AddStringToObject(o, "why", r->why);
+    return o;
+}
+
+/* --batch and --train repeat; the other options go to parse_opts. */
+static int parse_fit(int argc, char **argv, fit_args *a)
+{
+    opt opts[] = {{"--model", true, &a->model, NULL},           {"--onnx", true, &a->onnx, NULL},
+                  {"--device", true, &a->device, NULL},         {"--max-batch", true, &a->max_batch, NULL},
+                  {"--runtime-factor", true, &a->factor, NULL}, {"--planner", true, &a->planner, NULL},
+                  {"--time-limit", true, &a->time_limit, NULL}, {"--json", false, NULL, &a->json},
+                  {NULL, false, NULL, NULL}};
+    char **rest = calloc((size_t)argc + 1, sizeof *rest);
+    if (!rest) return lib_error(&(poet_err){POET_ERR_NOMEM, "out of memory"});
+    int n = 0, rc = 0;
+    for (int i = 0; i < argc && !rc; i++) {
+        bool is_batch = strcmp(argv[i], "--batch") == 0, is_spec = strcmp(argv[i], "--train") == 0;
+        if (!is_batch && !is_spec) {
+            rest[n++] = argv[i];
+            continue;
+        }
+        if (i + 1 >= argc) rc = usage_error("fit", "missing value after", argv[i]);
+        else if ((is_batch ? a->n_batches : a->n_specs) == MAX_TRIES)
+            rc = usage_error("fit", "at most 16 of each of --batch and --train, got more of", argv[i]);
+        else if (is_batch) a->batches[a->n_batches++] = argv[++i];
+        else a->specs[a->n_specs++] = argv[++i];
+    }
+    if (!rc) rc = parse_opts("fit", n, rest, opts, &a->help);
+    free(rest);
+    return rc;
+}
+
+int cmd_fit(int argc, char **argv)
+{
+    fit_args a = {0};
+    int rc = parse_fit(argc, argv, &a);
+    if (rc || a.help) return a.help ? (fputs(FIT_HELP, stdout), 0) : rc;
+    if (!a.model == !a.onnx) return usage_error("fit", "give exactly one of --model and --onnx", NULL);
+    if (!a.device) return usage_error("fit", "--device is required", NULL);
+    fit_setup f = {.rho = 1.5, .limit_s = 5, .planner = a.planner ? a.planner : poet_planner_default()};
+    int max_batch = 64, batches[MAX_TRIES], n_batches = 0;
+    if (a.max_batch && !parse_int(a.max_batch, 1, 65536, &max_batch))
+        return usage_error("fit", "--max-batch must be 1 to 65536, got", a.max_batch);
+    for (int i = 0; i < a.n_batches; i++)
+        if (!parse_int(a.batches[i], 1, 65536, &batches[n_batches++]))
+            return usage_error("fit", "--batch must be 1 to 65536, got", a.batches[i]);
+    for (int b = 1; !a.n_batches && b <= max_batch && n_batches < MAX_TRIES; b *= 2) batches[n_batches++] = b;
+    if (a.factor && !(parse_real(a.factor, &f.rho) && f.rho >= 1 && f.rho <= 1e6))
+        return usage_error("fit", "--runtime-factor must be a number from 1 to 1e6, got", a.factor);
+    if (a.time_limit && !parse_time_limit(a.time_limit, &f.limit_s))
+        return usage_error("fit", "--time-limit must be seconds in (0, 86400], got", a.time_limit);
+    if (!poet_planner_find(f.planner)) return usage_error("fit", "unknown planner (see poet planners):", f.planner);
+    static const char *default_specs[] = {"all", "last:1", "last:2", "biases"};
+    const char **specs = a.n_specs ? a.specs : default_specs;
+    int n_specs = a.n_specs ? a.n_specs : 4;
+    poet_err err = {0};
+    if (poet_profile_find(a.device, &f.dev, &err)) return lib_error(&err);
+    cJSON *doc = cJSON_CreateObject(), *rows = cJSON_AddArrayToObject(doc, "fits"), *best = cJSON_AddObjectToObject(doc, "largest_batch");
+    cJSON_AddStringToObject(doc, "model", a.model ? a.model : a.onnx);
+    cJSON_AddStringToObject(doc, "device", f.dev.name);
+    cJSON_AddNumberToObject(doc, "ram_bytes", (double)f.dev.ram_bytes);
+    char ram[32];
+    if (!a.json)
+        printf("%s on %s (%s of RAM, runtime factor %g, planner %s)\n  %-14s %6s  %12s  %-7s  breakdown\n",
+               a.model ? a.model : a.onnx, f.dev.name, f.dev.ram_bytes ? format_bytes(f.dev.ram_bytes, ram) : "no stated RAM",
+               f.rho, f.planner, "train", "batch", "smallest RAM", "fits");
+    for (int s = 0; s < n_specs && !rc; s++) {
+        int largest = 0;
+        for (int k = 0; k < n_batches && !rc; k++) {
+            fit_row row;
+            if ((rc = fit_one(&a, &f, specs[s], batches[k], &row))) break;
+            if (fits(&f, &row) && batches[k] > largest) largest = batches[k];
+            if (a.json) cJSON_AddItemToArray(rows, row_json(&f, &row));
+            else print_row(&f, &row);
+            bool beside_full = f.dev.ram_bytes && ram_total(&row.ram, 0) >= f.dev.ram_bytes;
+            if (!a.n_batches && beside_full) break; /* larger batches only hold more */
+        }
+        cJSON_AddNumberToObject(best, specs[s], largest);
+        if (!a.json && !rc) {
+            if (largest) printf("  %s: the largest batch that fits is %d\n", specs[s], largest);
+            else printf("  %s: no batch tried fits\n", specs[s]);
+        }
+    }
+    if (rc || !a.json) {
+        cJSON_Delete(doc);
+        return rc;
+    }
+    return print_json(doc);
+}
