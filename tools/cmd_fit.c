@@ -126,7 +126,7 @@ static int fit_one(const fit_args *a, const fit_setup *f, const char *spec, int 
     return rc;
 }
 
-static bool fits(const fit_setup *f, const fit_row *r) { return r->planned && (!f->dev.ram_bytes || r->total <= f->dev.ram_bytes); }
+static bool fits_device(const fit_setup *f, const fit_row *r) { return r->planned && (!f->dev.ram_bytes || r->total <= f->dev.ram_bytes); }
 
 static void print_row(const fit_setup *f, const fit_row *r)
 {
@@ -137,7 +137,7 @@ static void print_row(const fit_setup *f, const fit_row *r)
     }
     printf("  %-14s %6d  %12s  %-7s  firmware %s + beside %s (persistent %llu B, workspace %llu B, control %llu B) "
            "+ arena %s\n",
-           r->spec, r->batch, format_bytes(r->total, t), fits(f, r) ? "yes" : "no", format_bytes(r->fixed, fx),
+           r->spec, r->batch, format_bytes(r->total, t), fits_device(f, r) ? "yes" : "no", format_bytes(r->fixed, fx),
            format_bytes(r->beside, b), (unsigned long long)r->ram.beside.persistent_bytes,
            (unsigned long long)r->ram.beside.workspace_bytes, (unsigned long long)r->ram.beside.control_bytes,
            format_bytes(r->arena, ar));
@@ -149,7 +149,7 @@ static cJSON *row_json(const fit_setup *f, const fit_row *r)
     cJSON_AddStringToObject(o, "train", r->spec);
     cJSON_AddNumberToObject(o, "batch", r->batch);
     cJSON_AddBoolToObject(o, "planned", r->planned);
-    cJSON_AddBoolToObject(o, "fits", fits(f, r));
+    cJSON_AddBoolToObject(o, "fits", fits_device(f, r));
     cJSON_AddNumberToObject(o, "ram_total_bytes", (double)r->total);
     cJSON_AddNumberToObject(o, "fixed_ram_bytes", (double)r->fixed);
     cJSON_AddNumberToObject(o, "arena_bytes", (double)r->arena);
@@ -227,7 +227,7 @@ int cmd_fit(int argc, char **argv)
         for (int k = 0; k < n_batches && !rc; k++) {
             fit_row row;
             if ((rc = fit_one(&a, &f, specs[s], batches[k], &row))) break;
-            if (fits(&f, &row) && batches[k] > largest) largest = batches[k];
+            if (fits_device(&f, &row) && batches[k] > largest) largest = batches[k];
             if (a.json) cJSON_AddItemToArray(rows, row_json(&f, &row));
             else print_row(&f, &row);
             bool beside_full = f.dev.ram_bytes && ram_total(&row.ram, 0) >= f.dev.ram_bytes;

@@ -13,7 +13,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "poet/device.h"
 #include "poet/ops.h"
 
 #define POET_IMAGE_MAGIC "POETIMG"  /* and a NUL: 8 bytes */
@@ -98,7 +97,8 @@ typedef struct img_header {
  * only: counts, arena, workspace), as poet_dev_open lays it out; false
  * when they overflow. The host's prediction and the device's figure are
  * this one function. */
-bool image_memory(const img_header *h, poet_dev_memory *need);
+struct poet_dev_memory; /* poet/device.h */
+bool image_memory(const img_header *h, struct poet_dev_memory *need);
 
 /* Of a node's parameters, the convolution or linear weights, which come
  * before its bias: what a partial update chooses among. 0 for other ops. */
