@@ -98,6 +98,7 @@ if [ $? -eq 3 ] && grep -q '"status":[[:space:]]*"infeasible"' "$tmp/out"; then 
     failed=$((failed + 1))
     echo "FAIL: a plan without a schedule must exit 3 and still report"
 fi
+has "an infeasible budget names the node that sets the floor" "node [0-9]* '[^']*' ([a-z_]*) and its inputs must be in RAM at once" "$tmp/out"
 # budgets as people write them: units (K = 1024, KB = 1000), and the device's RAM
 for spec in 64KiB:65536 256k:262144 1.5MB:1500000 2M:2097152 300000B:300000; do
     ok "budget $spec" "$poet" plan --model linear --device m4 --budget "${spec%%:*}" --json --allow-infeasible

@@ -87,6 +87,7 @@ typedef struct poet_instance_stats {
     uint64_t forward_activation_bytes; /* sum over forward nodes (POET's total_ram_fwd) */
     uint64_t keep_all_peak_bytes;      /* POET's stage accounting, no remat, no paging */
     uint64_t min_budget_bytes;         /* no schedule fits below this */
+    int min_budget_node;               /* ... set by the stage of this node: it and its inputs at once */
     double full_memory_energy_j;
     double full_memory_time_s;
     double parameter_bytes;

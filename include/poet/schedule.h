@@ -29,6 +29,7 @@ typedef struct poet_problem {
     double runtime_factor;   /* POET's rho */
     double runtime_budget_s; /* rho * sum of compute times */
     uint64_t keep_all_peak_bytes, min_budget_bytes;
+    int min_budget_node; /* the node whose stage sets min_budget_bytes */
     double full_memory_energy_j, full_memory_time_s;
 } poet_problem;
 

@@ -219,7 +219,7 @@ static uint64_t keep_all_peak(const poet_instance *inst, const int *last, uint64
 
 /* Stage t holds node t and all of its distinct inputs at once; edges come
  * in any order, so they are grouped by consumer first. */
-static uint64_t min_budget(const poet_instance *inst, int *start, int *src, int *mark)
+static uint64_t min_budget(const poet_instance *inst, int *start, int *src, int *mark, int *at)
 {
     int T = inst->T;
     for (int t = 0; t <= T; t++) start[t] = 0;
@@ -237,7 +237,7 @@ static uint64_t min_budget(const poet_instance *inst, int *start, int *src, int 
                 mark[src[k]] = t;
                 need += inst->nodes[src[k]].bytes;
             }
-        if (need > best) best = need;
+        if (need > best) best = need, *at = t;
     }
     return best;
 }
@@ -279,7 +279,7 @@ poet_status poet_instance_stats_compute(const poet_instance *inst, poet_instance
         for (int e = 0; e < inst->n_edges; e++)
             if (inst->edges[e].dst > last[inst->edges[e].src]) last[inst->edges[e].src] = inst->edges[e].dst;
         out->keep_all_peak_bytes = keep_all_peak(inst, last, diff);
-        out->min_budget_bytes = min_budget(inst, start, src, last);
+        out->min_budget_bytes = min_budget(inst, start, src, last, &out->min_budget_node);
     }
     free(last);
     free(start);

@@ -103,9 +103,12 @@ poet_status poet_plan(const char *planner, const poet_problem *p, const poet_pla
     double start = host_now_s();
     if (p->budget_bytes < p->min_budget_bytes) {
         r->status = POET_PLAN_INFEASIBLE;
+        const poet_cnode *n = &p->inst->nodes[p->min_budget_node];
         snprintf(r->note, sizeof r->note,
-                 "no schedule fits in %llu bytes: some stage holds a node and its inputs, %llu bytes at least",
-                 (unsigned long long)p->budget_bytes, (unsigned long long)p->min_budget_bytes);
+                 "no schedule fits in %llu bytes: node %d '%.32s' (%.16s) and its inputs must be in RAM at once, "
+                 "%llu bytes at least",
+                 (unsigned long long)p->budget_bytes, p->min_budget_node, n->name, n->op,
+                 (unsigned long long)p->min_budget_bytes);
         return POET_OK;
     }
     progress_begin(def->name, o);

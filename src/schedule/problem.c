@@ -90,7 +90,7 @@ poet_status poet_problem_init(poet_problem *p, const poet_instance *inst, uint64
         p->last_use[v] = n ? p->out[p->out_start[v + 1] - 1] : v;
     }
     p->keep_all_peak_bytes = stats.keep_all_peak_bytes;
-    p->min_budget_bytes = stats.min_budget_bytes;
+    p->min_budget_bytes = stats.min_budget_bytes, p->min_budget_node = stats.min_budget_node;
     p->full_memory_energy_j = stats.full_memory_energy_j;
     p->full_memory_time_s = stats.full_memory_time_s;
     p->runtime_budget_s = runtime_factor * stats.full_memory_time_s;
