@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# Installs, from Debian's archive, whatever poet needs and this machine lacks
-# (python3-sklearn ships the 8x8 digits the main job trains on); with --test,
-# also what the test suite needs (clang and its fuzzing runtime, PyTorch for
-# the differential test, the Arm cross-compiler and QEMU for the device
-# tests); with --bench, what bench/ needs (Fashion-MNIST, PuLP for POET's
-# own formulation, the device tools).
+# Installs, from Debian's archive, whatever poet needs and this machine lacks:
+# python3-sklearn ships the 8x8 digits the main job trains on, the Arm
+# cross-compiler and QEMU run its device half, librsvg2-bin draws `show --png`
+# and dataset-fashion-mnist feeds the README's resnet_small examples. With
+# --test, also what the test suite needs (clang and its fuzzing runtime,
+# PyTorch and ONNX for the differential tests); with --bench, what bench/
+# needs (PuLP for POET's own formulation, PyTorch).
 set -euo pipefail
 device=(gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm)
 packages=(gcc libc6-dev make cmake pkg-config libcjson-dev zlib1g-dev coinor-libcbc-dev libglpk-dev libltdl-dev
-    liblapack-dev libblas-dev libgfortran-12-dev python3-sklearn libprotobuf-c-dev protobuf-c-compiler libonnx-dev)
+    liblapack-dev libblas-dev libgfortran-12-dev python3-sklearn libprotobuf-c-dev protobuf-c-compiler libonnx-dev
+    librsvg2-bin dataset-fashion-mnist "${device[@]}")
 case "${1:-}" in
---test) packages+=(clang libclang-rt-14-dev python3-torch python3-torchvision python3-onnx "${device[@]}") ;;
---bench) packages+=(dataset-fashion-mnist python3-pulp python3-torch "${device[@]}") ;;
+--test) packages+=(clang libclang-rt-14-dev python3-torch python3-torchvision python3-onnx) ;;
+--bench) packages+=(python3-pulp python3-torch) ;;
 esac
 missing=()
 for p in "${packages[@]}"; do
