@@ -284,8 +284,9 @@ static int report(const run *r, const poet_train_report *tr, cJSON *epochs, bool
         printf("  arena %llu B, peak written %llu B; persistent %llu B; storage %llu B\n",
                (unsigned long long)s->arena_bytes, (unsigned long long)s->arena_peak_bytes,
                (unsigned long long)s->persistent_bytes, (unsigned long long)s->storage_bytes);
-        printf("  %ld recomputations, %llu B paged out, %llu B paged in\n", s->recomputations,
-               (unsigned long long)s->paged_out_bytes, (unsigned long long)s->paged_in_bytes);
+        char out[32], in[32];
+        printf("  %ld recomputations, %s paged out, %s paged in\n", s->recomputations,
+               format_bytes(s->paged_out_bytes, out), format_bytes(s->paged_in_bytes, in));
         printf("  device energy %.6g J (%.6g J per step planned); host %.2f s (kernels %.2f s, waiting %.2f s)\n",
                s->device_energy_j, r->s.sim.energy_j, tr->host_seconds, s->host_compute_s, s->host_wait_s);
         printf("  weights sha256 %s\n", sha);
