@@ -214,6 +214,8 @@ has "sweep has proven points" '"status":[[:space:]]*"optimal"' "$tmp/out"
 if grep -q '"validated":[[:space:]]*false' "$tmp/out" && ! grep -q '"status":[[:space:]]*"infeasible"\|"no schedule found"' "$tmp/out"; then
     failed=$((failed + 1)); echo "FAIL: a sweep point with a schedule was not validated"
 else passed=$((passed + 1)); fi
+ok "sweep names its series" "$poet" sweep --model linear --device m4 --points 2 --series joint,chen-sqrt
+has "sweep's progress names the planner of each point" "factor 1.5, chen-sqrt: " "$tmp/err"
 refuse "sweep bad points" "--points" "$poet" sweep --model linear --device m4 --points 1
 refuse "sweep unknown series" "--series" "$poet" sweep --model linear --device m4 --series joint,magic
 refuse "sweep bad factors" "--runtime-factor" "$poet" sweep --model linear --device m4 --runtime-factor 1.5,0.2

@@ -215,12 +215,12 @@ static int print_points(const frontier *fr)
     return print_json(o);
 }
 
+/* The series by their labels (planner names), as the table and the JSON name them. */
 static void on_point(void *ctx, const poet_sweep_point *pt)
 {
-    const int *quiet = ctx;
-    if (!*quiet)
-        fprintf(stderr, "sweep: budget %llu B, factor %g, series %d: %s\n", (unsigned long long)pt->budget_bytes,
-                pt->runtime_factor, pt->series + 1, poet_plan_status_str(pt->status));
+    const poet_sweep_series *series = ctx;
+    fprintf(stderr, "sweep: budget %llu B, factor %g, %s: %s\n", (unsigned long long)pt->budget_bytes,
+            pt->runtime_factor, series[pt->series].label, poet_plan_status_str(pt->status));
 }
 
 typedef struct sweep_args {
@@ -261,8 +261,9 @@ static int run_sweep(const sweep_args *a, poet_instance *inst)
         for (int b = 0; b < n_budgets; b++)
             budgets[b] = lo + (uint64_t)((double)(hi - lo) * b / (n_budgets - 1));
         poet_plan_options o = {.time_limit_s = seconds, .threads = 1, .deterministic = true};
-        int quiet = a->quiet || a->json;
-        if (poet_sweep(inst, series, n_series, budgets, n_budgets, factors, n_factors, &o, pts, on_point, &quiet, &err))
+        bool quiet = a->quiet || a->json;
+        if (poet_sweep(inst, series, n_series, budgets, n_budgets, factors, n_factors, &o, pts, quiet ? NULL : on_point,
+                       series, &err))
             rc = lib_error(&err);
     }
     if (!rc) {
