@@ -97,6 +97,20 @@ fi
     --runtime-factor 1.2 --steps 2 --seed 7 --time-limit 3 --json >"$tmp/onnx.json" 2>"$tmp/onnx.err"
 check "a model from ONNX trains on the device to the host's bits" \
     "$([ -s "$tmp/onnx.json" ] && [ "$(field "$tmp/onnx.json" bit_identical)" = true ] && echo 0 || echo 1)" "$(head -c 300 "$tmp/onnx.err")"
+# the board's trained model written back as ONNX: the file poet train writes
+# on the host after the same steps, byte for byte
+cnn_onnx="$(dirname "$0")/data/onnx/digits_cnn.onnx"
+"$poet" emulate --onnx "$cnn_onnx" --data digits --batch 8 --budget 70% --steps 2 --time-limit 3 \
+    --onnx-out "$tmp/board.onnx" >/dev/null 2>"$tmp/eo.err"
+check "emulate --onnx-out exits 0" $? "$(head -c 300 "$tmp/eo.err")"
+"$poet" train --onnx "$cnn_onnx" --data digits --batch 8 --budget 70% --steps 2 --time-limit 3 --device stm32f405 \
+    --onnx-out "$tmp/host.onnx" --quiet >/dev/null 2>&1
+check "the board's ONNX is the host's after the same steps, and not the model it started from" \
+    "$(cmp -s "$tmp/board.onnx" "$tmp/host.onnx" && ! cmp -s "$tmp/board.onnx" "$cnn_onnx" && echo 0 || echo 1)"
+"$poet" emulate --model cnn_digits --data digits --batch 8 --budget 70% --steps 1 --onnx-out "$tmp/zoo.onnx" \
+    >/dev/null 2>"$tmp/eo.err"
+check "emulate --onnx-out refuses a zoo model" "$([ $? -eq 2 ] && grep -q "onnx-out" "$tmp/eo.err" && echo 0 || echo 1)"
+
 # a vision transformer from ONNX: a class token concatenated and a position
 # embedding added, both trained; at 60% its schedule pages, at 70% it recomputes
 for b in 60 70; do

@@ -71,7 +71,7 @@ static const char EMULATE_HELP[] =
     "                    [--storage sd|ram] [--json] [--keep DIR] [--timeout S]\n"
     "                    [--firmware ELF] [--qemu PATH] [--no-host]\n"
     "                    [--memory BYTES] [--fail-write N] [--fail-read N] [--profile]\n"
-    "                    [--rates FILE] [--attend FILE]\n"
+    "                    [--rates FILE] [--attend FILE] [--onnx-out FILE]\n"
     "Plans a training iteration (costs from --device, default stm32f405: this board;\n"
     "--budget ram: its RAM less what the firmware keeps, measured from --firmware),\n"
     "writes the device image and N batches of the data set in the order poet train\n"
@@ -85,6 +85,8 @@ static const char EMULATE_HELP[] =
     "  --train SPEC    what trains: all, biases, last:N, ratio:R or mask:FILE, then\n"
     "                +frozen-bn, +masks, +ratio:R (docs/partial.md)\n"
     "  --keep DIR      keep the image, data, storage and weights files there\n"
+    "  --onnx-out FILE the --onnx model with the weights and statistics the board\n"
+    "                  ended with\n"
     "  --memory BYTES  hand the device library only this much of the pool\n"
     "  --fail-write N  the SD card's Nth write fails (fault injection); --fail-read too\n"
     "  --profile       time kernels too (conv forward and backward cycles)\n"
@@ -99,7 +101,7 @@ enum { RAM_LIMIT_BYTES = 192 * 1024 };
 typedef struct emulate_args {
     train_opts t;
     const char *steps, *chunk, *storage, *keep, *timeout, *firmware, *qemu, *memory, *fail_write, *fail_read;
-    const char *rates, *attend;
+    const char *rates, *attend, *onnx_out;
     bool json, no_host, profile, help;
 } emulate_args;
 
@@ -146,6 +148,7 @@ static int check_emulate_args(const emulate_args *a, emulation *em)
     if (a->keep && strchr(a->keep, ',')) return usage_error(cmd, "--keep DIR must not contain a comma:", a->keep);
     em->steps = n, em->timeout_s = timeout;
     em->sd = !a->storage || strcmp(a->storage, "sd") == 0;
+    if (a->onnx_out && !a->t.onnx) return usage_error(cmd, "--onnx-out writes back an --onnx model; a zoo model has none", NULL);
     if (!em->v.data) return usage_error(cmd, "give --data (digits or fashion-mnist)", NULL);
     return 0;
 }
@@ -293,18 +296,19 @@ static char *run_captured(char *const argv[], long timeout_s, int *status)
 
 static int run_qemu(emulation *em, const emulate_args *a)
 {
-    char img[4200], data[4200], store[4200], weights[4200], loader[4400], semi[4096 * 5];
+    char img[4200], data[4200], store[4200], weights[4200], state[4200], loader[4400], semi[4096 * 6];
     path_in(em, "image.bin", img, sizeof img);
     path_in(em, "data.bin", data, sizeof data);
     path_in(em, "storage.bin", store, sizeof store);
     path_in(em, "weights.bin", weights, sizeof weights);
+    path_in(em, "state.bin", state, sizeof state);
     poet_err err = {0};
     if (poet_write_file_atomic(img, em->img, em->img_len, &err)) return lib_error(&err);
     snprintf(loader, sizeof loader, "loader,file=%s,addr=0x%08x,force-raw=on", img, (unsigned)em->map.image_start);
     int k = snprintf(semi, sizeof semi,
                      "enable=on,target=native,arg=poet-firmware,arg=--steps=%ld,arg=--data=%s,arg=--weights=%s,"
-                     "arg=--storage=%s",
-                     em->steps, data, weights, em->sd ? store : "ram");
+                     "arg=--storage=%s,arg=--state=%s",
+                     em->steps, data, weights, em->sd ? store : "ram", state);
     const char *extra[][2] = {{"--memory=", a->memory}, {"--fail-write=", a->fail_write}, {"--fail-read=", a->fail_read},
                               {"--rates=", a->rates}, {"--attend=", a->attend}};
     for (int i = 0; i < 5; i++)
@@ -533,6 +537,27 @@ static int report(emulation *em, const emulate_args *a)
     return rc ? rc : em->exit_code ? 1 : (!a->no_host && !same) ? 1 : 0;
 }
 
+/* The imported model with the weights and statistics the board ended with. */
+static int write_onnx(const emulation *em, const char *out)
+{
+    char wpath[4200], spath[4200], *w = NULL, *st = NULL;
+    size_t wl = 0, sl = 0;
+    uint64_t np = 0, ns = 0;
+    path_in(em, "weights.bin", wpath, sizeof wpath);
+    path_in(em, "state.bin", spath, sizeof spath);
+    poet_onnx_params(em->s.onnx, &np);
+    poet_onnx_buffers(em->s.onnx, &ns);
+    poet_err err = {0};
+    int rc = 0;
+    if (poet_read_file(wpath, &w, &wl, &err) || (ns && poet_read_file(spath, &st, &sl, &err))) rc = lib_error(&err);
+    else if (wl != 4 * np || sl != 4 * ns)
+        rc = lib_error(&(poet_err){POET_ERR_INVALID, "the board wrote weights or statistics of another size than the model's"});
+    else if (poet_onnx_write(em->s.onnx, (const float *)(void *)w, (const float *)(void *)(st ? st : w), out, &err))
+        rc = lib_error(&err);
+    free(w), free(st);
+    return rc;
+}
+
 static int make_dir(emulation *em, const char *keep)
 {
     if (keep) {
@@ -556,9 +581,9 @@ static int make_dir(emulation *em, const char *keep)
 static void emulation_free(emulation *em)
 {
     if (em->temp_dir) {
-        static const char *files[] = {"image.bin", "data.bin", "storage.bin", "weights.bin"};
+        static const char *files[] = {"image.bin", "data.bin", "storage.bin", "weights.bin", "state.bin"};
         char path[4200];
-        for (size_t i = 0; i < 4; i++) path_in(em, files[i], path, sizeof path), unlink(path);
+        for (size_t i = 0; i < 5; i++) path_in(em, files[i], path, sizeof path), unlink(path);
         rmdir(em->dir);
     }
     cJSON_Delete(em->device);
@@ -579,7 +604,8 @@ int cmd_emulate(int argc, char **argv)
                   {"--fail-write", true, &a.fail_write, NULL}, {"--fail-read", true, &a.fail_read, NULL},
                   {"--json", false, NULL, &a.json},        {"--no-host", false, NULL, &a.no_host},
                   {"--profile", false, NULL, &a.profile},  {"--rates", true, &a.rates, NULL},
-                  {"--attend", true, &a.attend, NULL},     {NULL, false, NULL, NULL}};
+                  {"--attend", true, &a.attend, NULL},     OUTPUT_OPT("--onnx-out", a.onnx_out),
+                  {NULL, false, NULL, NULL}};
     int rc = parse_opts("emulate", argc, argv, opts, &a.help);
     if (rc || a.help) return a.help ? (fputs(EMULATE_HELP, stdout), 0) : rc;
     if (!a.t.device) a.t.device = "stm32f405";
@@ -595,6 +621,7 @@ int cmd_emulate(int argc, char **argv)
         if (poet_dataset_load(em.v.data, a.t.data_dir, &em.d, &err)) rc = lib_error(&err);
         else if (!(rc = make_dir(&em, a.keep)) && !(rc = write_batches(&em)) && !(rc = run_qemu(&em, &a)))
             rc = report(&em, &a);
+        if (!rc && a.onnx_out) rc = write_onnx(&em, a.onnx_out);
     }
     emulation_free(&em);
     return rc;

@@ -6,7 +6,7 @@
  *
  * usage (semihosting command line):
  *   firmware [--patches=FILE] [--steps=N --data=FILE] [--storage=FILE|ram]
- *            [--weights=FILE] [--memory=BYTES] [--fail-write=N] [--fail-read=N]
+ *            [--weights=FILE] [--state=FILE] [--memory=BYTES] [--fail-write=N] [--fail-read=N]
  *            [--profile] [--rates=FILE] [--attend=FILE] [--store=FILE]
  *   firmware --layer=FILE --layer-out=FILE
  *   firmware --check-images=FILE
@@ -46,7 +46,7 @@ enum { POOL_PAINT = 0xA5 };
 
 typedef struct args {
     long steps, memory, fail_write, fail_read;
-    const char *data, *storage, *weights, *patches, *layer, *layer_out, *rates, *attend, *store, *cases;
+    const char *data, *storage, *weights, *state, *patches, *layer, *layer_out, *rates, *attend, *store, *cases;
     bool profile;
 } args;
 
@@ -145,6 +145,7 @@ static bool parse(args *a)
         else if ((v = value_of(w, "--data="))) a->data = v;
         else if ((v = value_of(w, "--storage="))) a->storage = v;
         else if ((v = value_of(w, "--weights="))) a->weights = v;
+        else if ((v = value_of(w, "--state="))) a->state = v;
         else if ((v = value_of(w, "--patches="))) a->patches = v;
         else if ((v = value_of(w, "--layer="))) a->layer = v;
         else if ((v = value_of(w, "--rates="))) a->rates = v;
@@ -186,10 +187,8 @@ static uint32_t arena_peak_painted(const poet_dev *d)
     return n;
 }
 
-static void write_weights(const poet_dev *d, const char *path)
+static void write_floats(const float *w, uint64_t count, const char *path)
 {
-    uint64_t count;
-    const float *w = poet_dev_weights(d, &count);
     int h = path ? sh_open(path, SH_WRITE_BINARY) : -1;
     if (h >= 0) {
         sh_write(h, w, (size_t)count * sizeof(float));
@@ -623,7 +622,11 @@ int main(void)
         if (poet_dev_store_save(r.d, &store, 0, &err)) rc = refuse("saving the model: ", err.msg);
         else r.store_saved = 1;
     }
-    write_weights(r.d, a.weights);
+    uint64_t count;
+    const float *w = poet_dev_weights(r.d, &count);
+    write_floats(w, count, a.weights);
+    w = poet_dev_state(r.d, &count); /* batch norm statistics: what an exported model needs beside the weights */
+    write_floats(w, count, a.state);
     report(&r, &a);
     return rc;
 }
