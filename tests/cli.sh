@@ -122,6 +122,9 @@ ok "budget ram on the board's profile" "$poet" export --model cnn_digits --devic
 whole=$(( $(sed -n 's/.*"memory_bytes":[[:space:]]*\([0-9]*\).*/\1/p' "$tmp/out") + 9216 ))
 expect "budget ram: the whole RAM ($whole B) fits the board's 196608 B and uses most of it" \
     '[ "$whole" -le 196608 ] && [ "$whole" -gt 180000 ]'
+ok "plan reports the whole RAM" "$poet" plan --model cnn_digits --device stm32f405 --batch 8 --budget ram --time-limit 5
+kib=$(/usr/bin/python3 -c "print('%.1f KiB' % ($whole / 1024))")
+has "plan's whole RAM is the exported image's with the firmware's ($kib)" "device RAM *$kib in all: firmware 9.0 KiB" "$tmp/out"
 refuse "budget ram too small for what training keeps" "do not even hold" "$poet" plan --model resnet_small \
     --device stm32f405 --budget ram
 # poet fit: the smallest whole RAM per batch and spec, and what fits the board

@@ -157,7 +157,7 @@ int cmd_plan(int argc, char **argv)
             if (!rc) {
                 report rep = {&p, name, poet_plan_status_str(r.status), r.note, have ? &sim : NULL,
                               r.lower_bound_j, r.solve_seconds, r.found_seconds, have,
-                              have ? n_levels : 0, sparsity_bp, level_sim, level_params};
+                              have ? n_levels : 0, sparsity_bp, level_sim, level_params, &ram};
                 rc = print_report(&rep, json);
                 if (have) warn_ram(&p, &sim, &ram);
                 if (!rc && !have && !allow_infeasible) rc = EXIT_NO_SCHEDULE;

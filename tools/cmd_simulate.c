@@ -28,7 +28,7 @@ int cmd_simulate(int argc, char **argv)
     poet_problem p;
     poet_sim sim;
     if (!(rc = check_and_simulate(&l, &p, &sim, NULL))) {
-        report rep = {&p, l.s.planner, "valid", NULL, &sim, p.full_memory_energy_j, -1, -1, true, 0, NULL, NULL, NULL};
+        report rep = {&p, l.s.planner, "valid", NULL, &sim, p.full_memory_energy_j, -1, -1, true, 0, NULL, NULL, NULL, NULL};
         rc = print_report(&rep, json);
         poet_problem_free(&p);
     }

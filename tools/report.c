@@ -96,6 +96,14 @@ int print_report(const report *r, bool json)
     if (!isnan(gap)) printf("  %-15s %.6g J, gap %.3f%%\n", "lower bound", r->lower_bound_j, 100 * gap);
     printf("  %-15s %llu B (stage accounting, stage %d), arena %llu B (placed)\n", "peak RAM",
            (unsigned long long)m->peak_ram_bytes, m->peak_stage, (unsigned long long)m->placed_peak_bytes);
+    if (r->ram) {
+        char t[32], f[32], b[32], a[32], d[32];
+        printf("  %-15s %s in all%s: firmware %s + beside the arena %s + arena %s%s%s\n", "device RAM",
+               format_bytes(ram_total(r->ram, m->placed_peak_bytes), t), r->ram->exact ? "" : " (estimated)",
+               format_bytes(r->ram->fixed_bytes, f), format_bytes(ram_total(r->ram, 0) - r->ram->fixed_bytes, b),
+               format_bytes(m->placed_peak_bytes, a), p->inst->device.ram_bytes ? " of " : "",
+               p->inst->device.ram_bytes ? format_bytes(p->inst->device.ram_bytes, d) : "");
+    }
     printf("  %-15s %.6g s compute (POET's accounting), %.6g s with paging (one DMA channel)\n", "time",
            m->compute_time_s, m->time_with_paging_s);
     printf("  %-15s %d recomputations, %d page-ins, %d page-outs\n", "operations", m->recomputations, m->page_ins,

@@ -15,6 +15,7 @@ typedef struct report {
     const uint32_t *sparsity_bp;
     const poet_sim *level_sim;
     const double *level_parameter_bytes;
+    const ram_use *ram; /* what training keeps in the device's RAM beside the arena, or NULL */
 } report;
 
 int print_report(const report *r, bool json);
