@@ -42,7 +42,7 @@ typedef struct fit_row {
     const char *spec;
     int batch;
     bool planned;       /* a schedule exists (with the arena below) */
-    uint64_t arena, beside, fixed, total;
+    uint64_t arena, total;
     ram_use ram;
     char why[POET_ERR_MSG_BYTES]; /* when not planned */
 } fit_row;
@@ -100,6 +100,12 @@ static void smallest_arena(const poet_instance *inst, const fit_setup *f, fit_ro
     }
 }
 
+/* Even with no arena the device's RAM is taken: larger batches only hold more. */
+static bool beside_fills(const fit_setup *f, const ram_use *r)
+{
+    return f->dev.ram_bytes && ram_total(r, 0) >= f->dev.ram_bytes;
+}
+
 static int fit_one(const fit_args *a, const fit_setup *f, const char *spec, int batch, fit_row *row)
 {
     memset(row, 0, sizeof *row);
@@ -113,8 +119,7 @@ static int fit_one(const fit_args *a, const fit_setup *f, const char *spec, int 
     poet_instance inst;
     if (poet_instance_from_graph(g, &f->dev, &inst, &err)) rc = lib_error(&err);
     else if (!(rc = ram_use_of(g, &inst, POET_OPT_SGD, DEVICE_CHUNK, UINT64_MAX, &row->ram))) {
-        row->fixed = row->ram.fixed_bytes, row->beside = row->ram.beside.total_bytes;
-        if (f->dev.ram_bytes && ram_total(&row->ram, 0) >= f->dev.ram_bytes)
+        if (beside_fills(f, &row->ram))
             snprintf(row->why, sizeof row->why, "the state beside the activations alone takes the RAM");
         else
             smallest_arena(&inst, f, row);
@@ -137,8 +142,8 @@ static void print_row(const fit_setup *f, const fit_row *r)
     }
     printf("  %-14s %6d  %12s  %-7s  firmware %s + beside %s (persistent %llu B, workspace %llu B, control %llu B) "
            "+ arena %s\n",
-           r->spec, r->batch, format_bytes(r->total, t), fits_device(f, r) ? "yes" : "no", format_bytes(r->fixed, fx),
-           format_bytes(r->beside, b), (unsigned long long)r->ram.beside.persistent_bytes,
+           r->spec, r->batch, format_bytes(r->total, t), fits_device(f, r) ? "yes" : "no", format_bytes(r->ram.fixed_bytes, fx),
+           format_bytes(r->ram.beside.total_bytes, b), (unsigned long long)r->ram.beside.persistent_bytes,
            (unsigned long long)r->ram.beside.workspace_bytes, (unsigned long long)r->ram.beside.control_bytes,
            format_bytes(r->arena, ar));
 }
@@ -151,7 +156,7 @@ static cJSON *row_json(const fit_setup *f, const fit_row *r)
     cJSON_AddBoolToObject(o, "planned", r->planned);
     cJSON_AddBoolToObject(o, "fits", fits_device(f, r));
     cJSON_AddNumberToObject(o, "ram_total_bytes", (double)r->total);
-    cJSON_AddNumberToObject(o, "fixed_ram_bytes", (double)r->fixed);
+    cJSON_AddNumberToObject(o, "fixed_ram_bytes", (double)r->ram.fixed_bytes);
     cJSON_AddNumberToObject(o, "arena_bytes", (double)r->arena);
     cJSON_AddNumberToObject(o, "persistent_bytes", (double)r->ram.beside.persistent_bytes);
     cJSON_AddNumberToObject(o, "workspace_bytes", (double)r->ram.beside.workspace_bytes);
@@ -230,8 +235,7 @@ int cmd_fit(int argc, char **argv)
             if (fits_device(&f, &row) && batches[k] > largest) largest = batches[k];
             if (a.json) cJSON_AddItemToArray(rows, row_json(&f, &row));
             else print_row(&f, &row);
-            bool beside_full = f.dev.ram_bytes && ram_total(&row.ram, 0) >= f.dev.ram_bytes;
-            if (!a.n_batches && beside_full) break; /* larger batches only hold more */
+            if (!a.n_batches && beside_fills(&f, &row.ram)) break;
         }
         cJSON_AddNumberToObject(best, specs[s], largest);
         if (!a.json && !rc) {
