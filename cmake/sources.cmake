@@ -31,7 +31,7 @@ set(POET_PLAN_SOURCES src/plan/common.c src/plan/progress.c src/plan/greedy.c sr
     ${POET_GLPK_SOURCE} src/plan/formulation.c src/plan/milp.c src/plan/cover.c src/plan/windows.c src/plan/fates.c
     src/plan/fast.c src/plan/planners.c src/plan/sweep.c)
 set(POET_RUNTIME_SOURCES src/runtime/image_write.c src/runtime/patch_write.c src/runtime/dma.c src/runtime/engine.c
-    src/runtime/checkpoint.c src/runtime/data.c src/runtime/train.c)
+    src/runtime/checkpoint.c src/runtime/data.c src/runtime/data_file.c src/runtime/numpy.c src/runtime/train.c)
 set(POET_LEARN_SOURCES src/learn/dpu.c src/learn/dress.c src/learn/alq_fit.c src/learn/quantize.c)
 if(POET_WITH_ONNX)
   set(POET_ONNX_SOURCES src/onnx/import.c src/onnx/values.c src/onnx/map_window.c src/onnx/map_linear.c

@@ -286,8 +286,46 @@ refuse "garbage digits file" "expected 64 values" "$poet" train --model cnn_digi
 head -c 100 /dev/urandom >"$tmp/baddata/digits.csv.gz"
 refuse "binary garbage digits file" "digits.csv.gz" "$poet" train --model cnn_digits --device m4 --budget 100% \
     --data-dir "$tmp/baddata"
-refuse "wrong data for model" "values and" "$poet" train --model cnn_fashion --device m4 --budget 100% --data digits
+refuse "wrong data for model" "model 'cnn_fashion' takes 28x28" "$poet" train --model cnn_fashion --device m4 --budget 100% --data digits
 refuse "infeasible training budget" "at least" "$poet" train --model cnn_digits --device m4 --budget 10%
+# your own data (docs/data.md), written by NumPy
+/usr/bin/python3 - "$tmp" <<'EOF'
+import sys
+import numpy as np
+d = sys.argv[1]
+rng = np.random.default_rng(0)
+x, y = rng.random((300, 1, 8, 8), dtype=np.float32), rng.integers(0, 10, 300)
+np.save(f"{d}/x.npy", x), np.save(f"{d}/y.npy", y.astype(np.uint8)), np.save(f"{d}/x64.npy", x.astype(">f8"))
+np.savez(f"{d}/xy.npz", x=x, y=y)
+np.savez_compressed(f"{d}/split.npz", x_train=x[:250], y_train=y[:250], x_test=x[250:], y_test=y[250:])
+np.save(f"{d}/x3.npy", rng.random((300, 3, 8, 8), dtype=np.float32))
+with open(f"{d}/xy.csv", "w") as f:
+    f.write("label," + ",".join(f"p{i}" for i in range(64)) + "\n")
+    for i in range(300):
+        f.write(f"{y[i]}," + ",".join(repr(float(v)) for v in x[i].ravel()) + "\n")
+EOF
+data_train=("$poet" train --model cnn_digits --device m4 --budget 50% --epochs 1 --json --quiet)
+ok "train on .npy inputs and labels" "${data_train[@]}" --data "$tmp/x.npy" --labels "$tmp/y.npy"
+has ".npy: a fifth held out" '"test_examples":[[:space:]]*60,' "$tmp/out"
+npy_sha=$(sha_of "$tmp/out")
+ok "train on an .npz" "${data_train[@]}" --data "$tmp/xy.npz"
+expect "the .npz trains to the .npy's weights" '[ -n "$npy_sha" ] && [ "$(sha_of "$tmp/out")" = "$npy_sha" ]'
+ok "train on a .csv with a header" "${data_train[@]}" --data "$tmp/xy.csv"
+expect "the .csv trains to the .npy's weights" '[ "$(sha_of "$tmp/out")" = "$npy_sha" ]'
+ok "train on big-endian float64 .npy" "${data_train[@]}" --data "$tmp/x64.npy" --labels "$tmp/y.npy"
+expect "float64 inputs train to the float32 ones' weights" '[ "$(sha_of "$tmp/out")" = "$npy_sha" ]'
+ok "train on a compressed .npz with its test set" "${data_train[@]}" --data "$tmp/split.npz"
+has ".npz's own test set" '"test_examples":[[:space:]]*50,' "$tmp/out"
+ok "--test-split" "${data_train[@]}" --data "$tmp/xy.npz" --test-split 0.1
+has "--test-split 0.1 holds out 30" '"test_examples":[[:space:]]*30,' "$tmp/out"
+ok "--test-data" "${data_train[@]}" --data "$tmp/xy.npz" --test-data "$tmp/x.npy" --test-labels "$tmp/y.npy"
+has "--test-data's examples" '"test_examples":[[:space:]]*300,' "$tmp/out"
+refuse "data of another shape" "holds examples of 3x8x8 values; model 'cnn_digits' takes 8x8" "${data_train[@]}" \
+    --data "$tmp/x3.npy" --labels "$tmp/y.npy"
+refuse ".npy inputs without labels" "holds inputs only" "${data_train[@]}" --data "$tmp/x.npy"
+refuse "a test split of a built-in" "brings its own labels and test set" "${data_train[@]}" --data digits \
+    --test-split 0.5
+refuse "a bad --test-split" "--test-split must be" "${data_train[@]}" --data "$tmp/xy.npz" --test-split 1
 # a schedule planned once, trained as drawn: the same weights as planning in train
 ok "plan for train" "$poet" plan --model cnn_digits --device m4 --batch 8 --budget 60% --planner remat-dtr \
     --out "$tmp/sched.json"

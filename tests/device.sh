@@ -68,6 +68,10 @@ if [ -s "$tmp/em.json" ]; then
     check "ordinary training does not fit: keep-all $keep + weights and state $persistent > $limit" \
         "$([ $((keep + persistent)) -gt "$limit" ] && echo 0 || echo 1)"
     check "instructions per step counted" "$([ "$(field "$r" instructions_per_step | cut -d. -f1)" -gt 1000000 ] && echo 0 || echo 1)"
+    check "the board measures test accuracy on the 360 test digits, the host's figure" \
+        "$([ "$(field "$r" test_examples)" = 360 ] && [ "$(field "$r" test_accuracy)" = "$(field "$r" host_test_accuracy)" ] && echo 0 || echo 1)" \
+        "board $(field "$r" test_accuracy), host $(field "$r" host_test_accuracy)"
+    check "piped, the progress line reports the last step" "$(grep -q "^board step 3/3 (100%) loss" "$tmp/em.err" && echo 0 || echo 1)"
     # the same three steps through poet train, another path on the host
     "$poet" train "${common[@]}" --device stm32f405 --budget 42% --steps 3 --json --quiet >"$tmp/train.json" 2>"$tmp/train.err"
     check "poet train gives the device's weights" \
@@ -92,6 +96,16 @@ if [ -s "$tmp/part.json" ] && [ -s "$tmp/adam.json" ]; then
         "$([ "$(field "$tmp/part.json" persistent_bytes)" -lt "$(field "$tmp/adam.json" persistent_bytes)" ] && echo 0 || echo 1)"
 fi
 
+# your own data: examples NumPy wrote, fed to the board as poet train feeds them
+/usr/bin/python3 -c "
+import numpy as np
+r = np.random.default_rng(1)
+np.savez('$tmp/own.npz', x=r.random((200, 8, 8), dtype=np.float32), y=r.integers(0, 10, 200))"
+"$poet" emulate --model cnn_digits --data "$tmp/own.npz" --batch 8 --budget 50% --steps 2 --time-limit 3 --quiet \
+    --json >"$tmp/own.json" 2>"$tmp/own.err"
+check "--data FILE.npz trains on the board to the host's bits, quietly" \
+    "$([ -s "$tmp/own.json" ] && [ "$(field "$tmp/own.json" bit_identical)" = true ] && [ "$(field "$tmp/own.json" test_examples)" = 40 ] && ! grep -q "board step" "$tmp/own.err" && echo 0 || echo 1)" \
+    "$(head -c 300 "$tmp/own.err")"
 # a model imported from ONNX (tests/data/onnx/digits_cnn.onnx, its weights the initial ones)
 "$poet" emulate --onnx "$(dirname "$0")/data/onnx/digits_cnn.onnx" --data digits --batch 8 --budget 70% \
     --runtime-factor 1.2 --steps 2 --seed 7 --time-limit 3 --json >"$tmp/onnx.json" 2>"$tmp/onnx.err"

@@ -123,6 +123,68 @@ else
     echo "hostile: python3-onnx is missing; the ONNX attribute checks are skipped"
 fi
 
+# ---- data files (--data FILE: docs/data.md) ----
+$py - "$tmp" <<'EOF'
+import struct, sys, zlib
+import numpy as np
+d = sys.argv[1]
+x, y = np.zeros((40, 1, 8, 8), np.float32), np.arange(40) % 10
+np.save(f"{d}/y.npy", y)
+np.save(f"{d}/x.npy", x)
+raw = open(f"{d}/x.npy", "rb").read()
+open(f"{d}/short.npy", "wb").write(raw[:-7])
+open(f"{d}/long.npy", "wb").write(raw + b"\0" * 8)
+open(f"{d}/header.npy", "wb").write(raw[:8] + struct.pack("<H", 60000) + raw[10:])
+def reshaped(shape):  # the header padded to its old length, so only the shape changes
+    old = b"(40, 1, 8, 8)"
+    return raw.replace(old + b", }" + b" " * (len(shape) - len(old)), shape + b", }")
+open(f"{d}/wrap.npy", "wb").write(reshaped(b"(2305843009213693952, 1, 1, 2)"))  # 2^62 floats: 2^64 bytes
+open(f"{d}/count.npy", "wb").write(reshaped(b"(4611686018427387904, 8, 8)"))  # 2^68 elements
+np.save(f"{d}/strings.npy", np.array(["a", "b"]))
+np.save(f"{d}/fortran.npy", np.asfortranarray(np.zeros((40, 64), np.float32)))
+nan = x.copy(); nan[3, 0, 2, 2] = np.inf
+np.save(f"{d}/inf.npy", nan)
+np.save(f"{d}/fy.npy", y.astype(np.float32))
+np.save(f"{d}/y11.npy", np.full(40, 11))
+np.savez(f"{d}/ok.npz", x=x, y=y)
+z = bytearray(open(f"{d}/ok.npz", "rb").read())
+at = z.rfind(b"PK\x01\x02")           # the last entry of the central directory: y.npy
+z2 = bytearray(z); z2[at + 16:at + 20] = struct.pack("<I", 12345)  # its CRC-32
+open(f"{d}/crc.npz", "wb").write(z2)
+z3 = bytearray(z); z3[at + 42:at + 46] = struct.pack("<I", 0x7ffffff0)  # its local header, beyond the file
+open(f"{d}/beyond.npz", "wb").write(z3)
+z4 = bytearray(z); z4[at + 24:at + 28] = struct.pack("<I", 0xfffffff0)  # y.npy unpacks to 4 GiB, it says
+open(f"{d}/bomb.npz", "wb").write(z4)
+z5 = bytearray(z); z5[-22 + 10:-22 + 12] = struct.pack("<H", 60000)  # more entries than the directory holds
+open(f"{d}/entries.npz", "wb").write(z5)
+open(f"{d}/trunc.npz", "wb").write(bytes(z[:len(z) // 2]))
+EOF
+dtrain=("$poet" train --model cnn_digits --device m4 --batch 8 --budget 100% --steps 1 --quiet)
+refuse "a truncated .npy" "truncated" "${dtrain[@]}" --data "$tmp/short.npy" --labels "$tmp/y.npy"
+refuse "an .npy with bytes after its array" "bytes after its array" "${dtrain[@]}" --data "$tmp/long.npy" \
+    --labels "$tmp/y.npy"
+refuse "an .npy header beyond the file" "header of 60000 bytes" "${dtrain[@]}" --data "$tmp/header.npy" \
+    --labels "$tmp/y.npy"
+refuse "an .npy whose shape wraps 64 bits" "needs more bytes than it holds" "${dtrain[@]}" --data "$tmp/wrap.npy" \
+    --labels "$tmp/y.npy"
+refuse "an .npy of more than 2^64 elements" "malformed .npy header" "${dtrain[@]}" --data "$tmp/count.npy" \
+    --labels "$tmp/y.npy"
+refuse "strings as inputs" "dtype '<U1'" "${dtrain[@]}" --data "$tmp/strings.npy" --labels "$tmp/y.npy"
+refuse "Fortran order" "Fortran order" "${dtrain[@]}" --data "$tmp/fortran.npy" --labels "$tmp/y.npy"
+refuse "an infinite input" "example 3 holds inf" "${dtrain[@]}" --data "$tmp/inf.npy" --labels "$tmp/y.npy"
+refuse "float labels" "are floats" "${dtrain[@]}" --data "$tmp/x.npy" --labels "$tmp/fy.npy"
+refuse "labels past the model's classes" "labels up to 11; model 'cnn_digits' has 10 classes" "${dtrain[@]}" \
+    --data "$tmp/x.npy" --labels "$tmp/y11.npy"
+refuse "an .npz entry with a wrong CRC-32" "CRC-32 does not match" "${dtrain[@]}" --data "$tmp/crc.npz"
+refuse "an .npz entry beyond the file" "lies beyond the file" "${dtrain[@]}" --data "$tmp/beyond.npz"
+refuse "an .npz directory of more entries than it holds" "malformed zip directory" "${dtrain[@]}" \
+    --data "$tmp/entries.npz"
+refuse "half an .npz" "not a NumPy .npz" "${dtrain[@]}" --data "$tmp/trunc.npz"
+refuse "an .npz entry that claims 4 GiB unpacked" "bytes unpacked, over poet's" "${dtrain[@]}" --data "$tmp/bomb.npz"
+mkfifo "$tmp/data.npy"
+refuse "a FIFO as a data file" "FIFO" "${dtrain[@]}" --data "$tmp/data.npy" --labels "$tmp/y.npy"
+refuse "a data file that is not there" "no such file" "${dtrain[@]}" --data "$tmp/none.npz"
+
 # ---- checkpoints against the run they resume ----
 ok "train to checkpoint" "$poet" train "${train[@]}" --steps 30 --checkpoint-every 10 --checkpoint "$tmp/ck"
 cp "$tmp/ck/checkpoint.poet" "$tmp/good.poet"

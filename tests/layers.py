@@ -54,7 +54,7 @@ PREFIXES = {
     "schedule": ["stage_", "placed_", "later_", "mem_trace_"],
     "plan": ["plan_", "lp_", "csc_", "cbc_", "clp_", "glpk_", "mip_", "form_", "milp_", "fast_", "fates_", "greedy_",
              "progress_"],
-    "runtime": ["dma_", "image_"],
+    "runtime": ["dma_", "image_", "data_"],
     "learn": [],
     "onnx": ["im_", "onnx_", "attr_", "tensor_", "fold_", "reshape_", "squeeze_"],
 }

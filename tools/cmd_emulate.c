@@ -65,25 +65,33 @@ static bool read_board_map(const uint8_t *e, size_t n, board_map *m)
 static const char EMULATE_HELP[] =
     "usage: poet emulate (--model NAME | --onnx FILE) (--budget BYTES|PCT%|ram | --schedule FILE)\n"
     "                    [--steps N] [--batch N] [--seed S] [--data-dir DIR]\n"
-    "                    [--data NAME] [--device DEV] [--planner NAME] [--runtime-factor F]\n"
+    "                    [--data NAME|FILE [--labels FILE]] [--test-data FILE\n"
+    "                    [--test-labels FILE] | --test-split F] [--device DEV]\n"
+    "                    [--planner NAME] [--runtime-factor F]\n"
     "                    [--time-limit S]\n"
     "                    [--optimizer sgd|adam] [--lr X] [--chunk N] [--train SPEC]\n"
     "                    [--storage sd|ram] [--json] [--keep DIR] [--timeout S]\n"
     "                    [--firmware ELF] [--qemu PATH] [--no-host]\n"
     "                    [--memory BYTES] [--fail-write N] [--fail-read N] [--profile]\n"
     "                    [--rates FILE] [--attend FILE] [--onnx-out FILE]\n"
+    "                    [--test-examples N] [--quiet]\n"
     "Plans a training iteration (costs from --device, default stm32f405: this board;\n"
     "--budget ram: its RAM less what the firmware keeps, measured from --firmware),\n"
     "writes the device image and N batches of the data set in the order poet train\n"
     "feeds them, then trains on QEMU's netduinoplus2 (STM32F405, Cortex-M4F, 192 KiB\n"
     "of RAM) with the example firmware, paging to an SD card (a file, through\n"
     "semihosting) or to RAM. Reports the RAM used, instructions per step\n"
-    "(-icount shift=0) and the weights' SHA-256, beside the host's for the same\n"
-    "steps under the same schedule and under keep-all (--no-host skips those).\n"
+    "(-icount shift=0), the weights' SHA-256 and the test accuracy the board\n"
+    "measures, beside the host's for the same steps under the same schedule and\n"
+    "under keep-all (--no-host skips those). A progress line shows the board's\n"
+    "steps (on a terminal; when piped a line every 10 s; --quiet: none).\n"
     "A model that does not fit the board is refused before QEMU starts.\n"
     "  --steps N       training steps (default 5)\n"
+DATA_HELP
     "  --train SPEC    what trains: all, biases, last:N, ratio:R or mask:FILE, then\n"
     "                +frozen-bn, +masks, +ratio:R (docs/partial.md)\n"
+    "  --test-examples N  evaluate the trained model on the board on the first N\n"
+    "                  test examples (default 1000, or all if fewer; 0: none)\n"
     "  --keep DIR      keep the image, data, storage and weights files there\n"
     "  --onnx-out FILE the --onnx model with the weights and statistics the board\n"
     "                  ended with\n"
@@ -102,7 +110,8 @@ typedef struct emulate_args {
     train_opts t;
     const char *steps, *chunk, *storage, *keep, *timeout, *firmware, *qemu, *memory, *fail_write, *fail_read;
     const char *rates, *attend, *onnx_out;
-    bool json, no_host, profile, help;
+    const char *test_examples;
+    bool json, no_host, profile, quiet, help;
 } emulate_args;
 
 /* --rates and --attend as the firmware reads them: little-endian words. */
@@ -125,6 +134,10 @@ typedef struct emulation {
     char dir[4096];
     bool temp_dir;
     cJSON *device; /* the firmware's report */
+    enum { PROGRESS_NONE, PROGRESS_LINES, PROGRESS_BAR } progress;
+    double next_progress;
+    int test_n;           /* test examples evaluated on the board (and the host) */
+    double host_accuracy; /* the host's, on the same examples under the same schedule */
     int exit_code;
 } emulation;
 
@@ -146,10 +159,15 @@ static int check_emulate_args(const emulate_args *a, emulation *em)
         if (counts[i] && !parse_int(counts[i], 1, 100000000, &x))
             return usage_error(cmd, "--memory, --fail-write and --fail-read take a count from 1, got", counts[i]);
     if (a->keep && strchr(a->keep, ',')) return usage_error(cmd, "--keep DIR must not contain a comma:", a->keep);
+    int tests = 1000;
+    if (a->test_examples && !parse_int(a->test_examples, 0, 1000000, &tests))
+        return usage_error(cmd, "--test-examples must be 0 to 1e6, got", a->test_examples);
+    em->test_n = tests;
+    em->progress = a->quiet ? PROGRESS_NONE : isatty(2) ? PROGRESS_BAR : PROGRESS_LINES;
     em->steps = n, em->timeout_s = timeout;
     em->sd = !a->storage || strcmp(a->storage, "sd") == 0;
     if (a->onnx_out && !a->t.onnx) return usage_error(cmd, "--onnx-out writes back an --onnx model; a zoo model has none", NULL);
-    if (!em->v.data) return usage_error(cmd, "give --data (digits or fashion-mnist)", NULL);
+    if (!em->v.data) return usage_error(cmd, "give --data (digits, fashion-mnist or a file: docs/data.md)", NULL);
     return 0;
 }
 
@@ -211,14 +229,9 @@ static int write_batches(emulation *em)
 {
     const poet_graph *g = em->s.g;
     const poet_node *logits = &g->nodes[g->nodes[g->loss].inputs[0]];
-    int rows = (int)logits->shape.dim[0], classes = (int)logits->shape.dim[1];
+    int rows = (int)logits->shape.dim[0]; /* open_data checked that the data set fits */
     uint64_t per = g->nodes[0].bytes / 4 / (uint64_t)rows;
     const poet_dataset *d = &em->d;
-    if ((uint64_t)d->channels * (uint64_t)d->height * (uint64_t)d->width != per || d->classes != classes ||
-        d->n_train < rows) {
-        fprintf(stderr, "poet: data set '%s' does not fit model '%s'\n", d->name, g->model);
-        return 1;
-    }
     long batches = d->n_train / rows;
     int *order = malloc((size_t)d->n_train * sizeof *order);
     size_t one = (size_t)rows * (per * sizeof(float) + sizeof(int32_t));
@@ -243,16 +256,50 @@ static int write_batches(emulation *em)
     return rc;
 }
 
-/* Runs argv with output to a pipe, killed at the deadline; returns its
- * output (caller frees) and exit status (-1: killed). */
-static char *run_captured(char *const argv[], long timeout_s, int *status)
+/* The first test_n test examples (all, if fewer) as the firmware's --test
+ * reads them: u32 count, then batches of the image's rows, the last one
+ * padded as poet_evaluate pads it. */
+static int write_test(emulation *em)
 {
+    const poet_dataset *d = &em->d;
+    const poet_graph *g = em->s.g;
+    int rows = (int)g->nodes[0].shape.dim[0];
+    uint64_t per = g->nodes[0].bytes / 4 / (uint64_t)rows;
+    if (em->test_n > d->n_test) em->test_n = d->n_test;
+    int n = em->test_n, batches = (n + rows - 1) / rows;
+    size_t one = (size_t)rows * (per * sizeof(float) + sizeof(int32_t));
+    uint8_t *buf = malloc(4 + one * (size_t)batches);
+    if (!buf) return lib_error(&(poet_err){POET_ERR_NOMEM, "out of memory for the test batches"});
+    uint32_t count = (uint32_t)n;
+    memcpy(buf, &count, 4); /* little-endian, as the board reads it */
+    uint8_t *p = buf + 4;
+    for (int at = 0; at < n; at += rows) {
+        int m = n - at < rows ? n - at : rows;
+        for (int r = 0; r < rows; r++, p += per * sizeof(float))
+            memcpy(p, d->test_x + (size_t)(at + (r < m ? r : 0)) * per, per * sizeof(float));
+        for (int r = 0; r < rows; r++, p += sizeof(int32_t)) memcpy(p, &d->test_y[at + (r < m ? r : 0)], sizeof(int32_t));
+    }
+    char path[4200];
+    path_in(em, "test.bin", path, sizeof path);
+    poet_err err = {0};
+    int rc = poet_write_file_atomic(path, buf, (size_t)(p - buf), &err) ? lib_error(&err) : 0;
+    free(buf);
+    return rc;
+}
+
+/* Runs argv with output to a pipe, killed at the deadline, and hands each
+ * line of its output to on_line as it comes; returns the exit status (-1:
+ * killed, -2: it could not start). */
+static int run_lines(char *const argv[], long timeout_s, void (*on_line)(void *ctx, char *line), void *ctx)
+{
+    enum { MAX_LINE = 1 << 20 }; /* a longer line is handed on in pieces */
     int fd[2];
-    if (pipe(fd)) return NULL;
+    char *buf = malloc(MAX_LINE + 1);
+    if (!buf || pipe(fd)) return free(buf), -2;
     pid_t pid = fork();
     if (pid < 0) {
-        close(fd[0]), close(fd[1]);
-        return NULL;
+        close(fd[0]), close(fd[1]), free(buf);
+        return -2;
     }
     if (pid == 0) {
         dup2(fd[1], 1), dup2(fd[1], 2);
@@ -262,8 +309,7 @@ static char *run_captured(char *const argv[], long timeout_s, int *status)
         _exit(127);
     }
     close(fd[1]);
-    size_t n = 0, cap = 4096;
-    char *out = malloc(cap);
+    size_t n = 0;
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     bool killed = false;
@@ -277,21 +323,53 @@ static char *run_captured(char *const argv[], long timeout_s, int *status)
         }
         struct pollfd p = {fd[0], POLLIN, 0};
         if (poll(&p, 1, (int)(left_ms < 1000 ? left_ms : 1000)) <= 0) continue;
-        if (out && n + 1024 > cap) {
-            char *bigger = realloc(out, cap *= 2);
-            if (!bigger) free(out);
-            out = bigger;
-        }
-        ssize_t r = out ? read(fd[0], out + n, cap - n - 1) : -1;
+        ssize_t r = read(fd[0], buf + n, MAX_LINE - n);
         if (r <= 0) break;
         n += (size_t)r;
+        size_t start = 0;
+        for (size_t k = n - (size_t)r; k < n; k++)
+            if (buf[k] == '\n') buf[k] = 0, on_line(ctx, buf + start), start = k + 1;
+        if (start == 0 && n == MAX_LINE) buf[n] = 0, on_line(ctx, buf), start = n;
+        memmove(buf, buf + start, n - start);
+        n -= start;
     }
+    if (n) buf[n] = 0, on_line(ctx, buf);
     close(fd[0]);
+    free(buf);
     int st = 0;
     waitpid(pid, &st, 0);
-    *status = killed ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    if (out) out[n] = 0;
-    return out;
+    return killed ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static double monotonic_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The board's lines: its report, its steps (the progress line: redrawn on
+ * a terminal, every 10 s and at the last step when piped), its messages. */
+static void board_line(void *ctx, char *line)
+{
+    emulation *em = ctx;
+    long step;
+    unsigned long bits;
+    if (strncmp(line, "poet-device ", 12) == 0) {
+        cJSON_Delete(em->device);
+        em->device = cJSON_Parse(line + 12);
+    } else if (sscanf(line, "poet-step %ld %lu", &step, &bits) == 2) {
+        float loss;
+        uint32_t b = (uint32_t)bits;
+        memcpy(&loss, &b, sizeof loss);
+        bool last = step == em->steps, tty = em->progress == PROGRESS_BAR;
+        if (em->progress == PROGRESS_NONE || (!last && monotonic_s() < em->next_progress)) return;
+        fprintf(stderr, "%sboard step %ld/%ld (%.0f%%) loss %.4f%s", tty ? "\r" : "", step, em->steps,
+                100.0 * (double)step / (double)em->steps, loss, tty && !last ? "" : "\n");
+        em->next_progress = monotonic_s() + (tty ? 0.2 : 10);
+    } else if (*line) {
+        fprintf(stderr, "%s\n", line); /* the firmware's messages, QEMU's errors */
+    }
 }
 
 static int run_qemu(emulation *em, const emulate_args *a)
@@ -302,6 +380,8 @@ static int run_qemu(emulation *em, const emulate_args *a)
     path_in(em, "storage.bin", store, sizeof store);
     path_in(em, "weights.bin", weights, sizeof weights);
     path_in(em, "state.bin", state, sizeof state);
+    char test[4200];
+    path_in(em, "test.bin", test, sizeof test);
     poet_err err = {0};
     if (poet_write_file_atomic(img, em->img, em->img_len, &err)) return lib_error(&err);
     snprintf(loader, sizeof loader, "loader,file=%s,addr=0x%08x,force-raw=on", img, (unsigned)em->map.image_start);
@@ -309,6 +389,7 @@ static int run_qemu(emulation *em, const emulate_args *a)
                      "enable=on,target=native,arg=poet-firmware,arg=--steps=%ld,arg=--data=%s,arg=--weights=%s,"
                      "arg=--storage=%s,arg=--state=%s",
                      em->steps, data, weights, em->sd ? store : "ram", state);
+    if (em->test_n) k += snprintf(semi + k, sizeof semi - (size_t)k, ",arg=--test=%s", test);
     const char *extra[][2] = {{"--memory=", a->memory}, {"--fail-write=", a->fail_write}, {"--fail-read=", a->fail_read},
                               {"--rates=", a->rates}, {"--attend=", a->attend}};
     for (int i = 0; i < 5; i++)
@@ -317,15 +398,10 @@ static int run_qemu(emulation *em, const emulate_args *a)
     char *argv[] = {(char *)(a->qemu ? a->qemu : "qemu-system-arm"), "-M", "netduinoplus2", "-display", "none",
                     "-serial", "null", "-monitor", "none", "-icount", "shift=0", "-semihosting-config", semi,
                     "-device", loader, "-kernel", (char *)a->firmware, NULL};
-    int status;
-    char *out = run_captured(argv, em->timeout_s, &status);
-    if (!out) return lib_error(&(poet_err){POET_ERR_NOMEM, "cannot start QEMU"});
+    em->next_progress = monotonic_s() + (em->progress == PROGRESS_BAR ? 0 : 10);
+    int status = run_lines(argv, em->timeout_s, board_line, em);
+    if (status == -2) return lib_error(&(poet_err){POET_ERR_NOMEM, "cannot start QEMU"});
     em->exit_code = status;
-    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
-        if (strncmp(line, "poet-device ", 12) == 0) em->device = cJSON_Parse(line + 12);
-        else if (*line) fprintf(stderr, "%s\n", line); /* the firmware's messages, QEMU's errors */
-    }
-    free(out);
     if (status == -1) fprintf(stderr, "poet emulate: QEMU did not finish within %ld s\n", em->timeout_s);
     else if (status == 127) fprintf(stderr, "poet emulate: cannot run %s (install qemu-system-arm)\n", argv[0]);
     return em->device ? 0 : 1;
@@ -380,8 +456,9 @@ static int adaptation_load(const emulate_args *a, uint32_t nodes, adaptation *ad
 
 static void adaptation_free(adaptation *ad) { free(ad->rates), free(ad->attend); }
 
-/* The same steps on the host, under the given schedule; the SHA-256 of the weights. */
-static int host_weights(emulation *em, const poet_problem *p, const poet_schedule *s, char sha[65])
+/* The same steps on the host, under the given schedule; the SHA-256 of the
+ * weights, and (accuracy not NULL) the test accuracy on the board's examples. */
+static int host_weights(emulation *em, const poet_problem *p, const poet_schedule *s, char sha[65], double *accuracy)
 {
     poet_engine *e = NULL;
     poet_err err = {0};
@@ -419,6 +496,10 @@ static int host_weights(emulation *em, const poet_problem *p, const poet_schedul
             if (st) rc = lib_error(&err);
         }
         poet_dev_weights_sha256(poet_engine_device(e), sha);
+        double test_loss;
+        if (!rc && accuracy && em->test_n &&
+            poet_evaluate(e, em->d.test_x, em->d.test_y, NULL, em->test_n, &test_loss, accuracy, &err))
+            rc = lib_error(&err);
         free(x), free(y);
     }
     free(data);
@@ -437,7 +518,7 @@ static int keep_all_weights(emulation *em, char sha[65])
     if (poet_problem_init(&p, &em->s.inst, 0, em->v.rho, &err)) return lib_error(&err);
     p.budget_bytes = p.keep_all_peak_bytes;
     if (poet_plan("keep-all", &p, &o, &r, &err)) rc = lib_error(&err);
-    else rc = host_weights(em, &p, &r.schedule, sha);
+    else rc = host_weights(em, &p, &r.schedule, sha, NULL);
     poet_plan_result_free(&r);
     poet_problem_free(&p);
     return rc;
@@ -459,7 +540,8 @@ static int report(emulation *em, const emulate_args *a)
     long steps = (long)num(dv, "steps");
     int rc = 0;
     if (!a->no_host && steps == em->steps) {
-        if ((rc = host_weights(em, &em->s.p, &em->s.plan.schedule, host)) || (rc = keep_all_weights(em, keep)))
+        if ((rc = host_weights(em, &em->s.p, &em->s.plan.schedule, host, &em->host_accuracy)) ||
+            (rc = keep_all_weights(em, keep)))
             return rc;
     }
     uint32_t bits = (uint32_t)num(dv, "loss_bits");
@@ -486,6 +568,13 @@ static int report(emulation *em, const emulate_args *a)
         cJSON_AddStringToObject(o, "host_weights_sha256", host);
         cJSON_AddStringToObject(o, "keep_all_weights_sha256", keep);
         cJSON_AddBoolToObject(o, "bit_identical", same);
+    }
+    double examples = num(dv, "test_examples"), accuracy = examples ? num(dv, "test_correct") / examples : 0;
+    bool test_same = a->no_host || !em->test_n || accuracy == em->host_accuracy;
+    if (em->test_n) {
+        cJSON_AddNumberToObject(o, "test_examples", examples);
+        cJSON_AddNumberToObject(o, "test_accuracy", accuracy);
+        if (!a->no_host) cJSON_AddNumberToObject(o, "host_test_accuracy", em->host_accuracy);
     }
     cJSON_AddNumberToObject(o, "image_bytes", (double)em->img_len);
     static const char *copied[] = {"ram_static_bytes", "stack_peak_bytes", "stack_bytes", "arena_bytes",
@@ -526,12 +615,20 @@ static int report(emulation *em, const emulate_args *a)
                num(dv, "recomputations"), format_bytes((uint64_t)num(dv, "paged_out_bytes"), b[0]),
                format_bytes((uint64_t)num(dv, "paged_in_bytes"), b[1]), ips, em->s.inst.device.name,
                em->s.sim.compute_time_s);
+        if (em->test_n)
+            printf("  test accuracy on the board %.2f%% (%.0f of %d test examples, inference on the device)%s\n",
+                   100 * accuracy, examples, em->d.n_test, a->no_host ? "" : test_same ? ", as on the host" : ", NOT the host's");
         printf("  weights sha256 %s%s\n", sha,
                a->no_host ? "" : same ? " (the host's, under this schedule and keep-all)" : " (NOT the host's)");
         cJSON_Delete(o);
     }
     if (!rc && strcmp(sha, file_sha) != 0) {
         fprintf(stderr, "poet emulate: the weights file does not hash to what the device reported\n");
+        rc = 1;
+    }
+    if (!rc && !test_same) {
+        fprintf(stderr, "poet emulate: the board's test accuracy (%.4f) is not the host's (%.4f)\n", accuracy,
+                em->host_accuracy);
         rc = 1;
     }
     return rc ? rc : em->exit_code ? 1 : (!a->no_host && !same) ? 1 : 0;
@@ -596,7 +693,7 @@ static void emulation_free(emulation *em)
 int cmd_emulate(int argc, char **argv)
 {
     emulate_args a = {0};
-    opt opts[] = {TRAIN_OPTS(a.t),
+    opt opts[] = {TRAIN_OPTS(a.t), DATA_OPTS(a.t),
                   {"--steps", true, &a.steps, NULL},       {"--chunk", true, &a.chunk, NULL},
                   {"--storage", true, &a.storage, NULL},   {"--keep", true, &a.keep, NULL},
                   {"--timeout", true, &a.timeout, NULL},   {"--firmware", true, &a.firmware, NULL},
@@ -605,6 +702,7 @@ int cmd_emulate(int argc, char **argv)
                   {"--json", false, NULL, &a.json},        {"--no-host", false, NULL, &a.no_host},
                   {"--profile", false, NULL, &a.profile},  {"--rates", true, &a.rates, NULL},
                   {"--attend", true, &a.attend, NULL},     OUTPUT_OPT("--onnx-out", a.onnx_out),
+                  {"--test-examples", true, &a.test_examples, NULL}, {"--quiet", false, NULL, &a.quiet},
                   {NULL, false, NULL, NULL}};
     int rc = parse_opts("emulate", argc, argv, opts, &a.help);
     if (rc || a.help) return a.help ? (fputs(EMULATE_HELP, stdout), 0) : rc;
@@ -612,14 +710,12 @@ int cmd_emulate(int argc, char **argv)
     if (!a.firmware) a.firmware = POET_FIRMWARE_DIR "/poet-firmware.elf";
     emulation em;
     memset(&em, 0, sizeof em);
-    poet_err err = {0};
     if ((rc = check_emulate_args(&a, &em))) return rc;
     if (!(rc = load_board(&em, a.firmware)) && (em.v.fixed_ram_bytes = board_fixed_bytes(&em.map), true) &&
         !(rc = session_plan("emulate", &em.s, &a.t, &em.v)) &&
         !(rc = adaptation_load(&a, (uint32_t)em.s.g->n_forward, &em.ad)) &&
         !(rc = export_image(&em.s, &em.v, &em.img, &em.img_len, &em.need)) && !(rc = check_fit(&em))) {
-        if (poet_dataset_load(em.v.data, a.t.data_dir, &em.d, &err)) rc = lib_error(&err);
-        else if (!(rc = make_dir(&em, a.keep)) && !(rc = write_batches(&em)) && !(rc = run_qemu(&em, &a)))
+        if (!(rc = open_data("emulate", &a.t, &em.v, em.s.g, &em.d)) && !(rc = make_dir(&em, a.keep)) && !(rc = write_batches(&em)) && !(rc = write_test(&em)) && !(rc = run_qemu(&em, &a)))
             rc = report(&em, &a);
         if (!rc && a.onnx_out) rc = write_onnx(&em, a.onnx_out);
     }

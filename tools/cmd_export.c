@@ -7,7 +7,7 @@
 
 static const char EXPORT_HELP[] =
     "usage: poet export (--model NAME | --onnx FILE) --device DEV (--budget BYTES|PCT%|ram | --schedule FILE)\n"
-    "                   --out FILE [--data NAME] [--data-dir DIR]\n"
+    "                   --out FILE\n"
     "                   [--batch N] [--seed S] [--planner NAME] [--runtime-factor F] [--time-limit S]\n"
     "                   [--optimizer sgd|adam] [--lr X] [--chunk N] [--train SPEC] [--json]\n"
     "Plans one training iteration under the budget and writes the device image:\n"

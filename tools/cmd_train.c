@@ -15,7 +15,8 @@ static const char TRAIN_HELP[] =
     "usage: poet train (--model NAME | --onnx FILE) --device DEV\n"
     "                  (--budget BYTES|PCT%|ram [--planner NAME] [--runtime-factor F]\n"
     "                   [--time-limit S] | --schedule FILE)\n"
-    "                  [--train SPEC] [--data NAME] [--data-dir DIR]\n"
+    "                  [--train SPEC] [--data NAME|FILE [--labels FILE]] [--data-dir DIR]\n"
+    "                  [--test-data FILE [--test-labels FILE] | --test-split F]\n"
     "                  [--epochs N | --steps N] [--batch N] [--seed S]\n"
     "                  [--optimizer sgd|adam] [--lr X]\n"
     "                  [--checkpoint DIR] [--checkpoint-every N] [--resume | --overwrite]\n"
@@ -32,7 +33,8 @@ static const char TRAIN_HELP[] =
     "                      weights, gradients and optimizer state)\n"
     "  --schedule FILE     train under a schedule from poet plan --out instead of\n"
     "                      planning (checked against the model, device and batch)\n"
-    "  --data NAME         digits or fashion-mnist (default: the model's)\n"
+DATA_HELP
+    "                      (default: the model's data set)\n"
     "  --epochs N          passes over the training set (default 1)\n"
     "  --steps N           train N steps in all instead\n"
     "  --optimizer         sgd (momentum 0.9, lr 0.05) or adam (lr 0.001)\n"
@@ -123,7 +125,7 @@ static int check_args(const train_args *a, parsed *p)
     if (a->overwrite && !a->checkpoint) return usage_error(cmd, "--overwrite needs --checkpoint DIR", NULL);
     if (a->overwrite && a->resume) return usage_error(cmd, "give --resume or --overwrite, not both", NULL);
     if (a->onnx_out && !a->t.onnx) return usage_error(cmd, "--onnx-out needs --onnx FILE", NULL);
-    if (!p->v.data) return usage_error(cmd, "give --data (digits or fashion-mnist) for this model", NULL);
+    if (!p->v.data) return usage_error(cmd, "give --data (digits, fashion-mnist or a file: docs/data.md)", NULL);
     return 0;
 }
 
@@ -276,6 +278,9 @@ static int report(const run *r, const poet_train_report *tr, cJSON *epochs, bool
     if (!json) {
         printf("%s on %s (%s), planner %s: budget %llu B of keep-all %llu B\n", r->s.g->model, r->s.inst.device.name,
                r->d.name, planner, (unsigned long long)r->s.p.budget_bytes, (unsigned long long)r->s.p.keep_all_peak_bytes);
+        printf("  data: %d training examples, %d test", r->d.n_train, r->d.n_test);
+        if (r->d.held_out > 0) printf(" (%g%% of %s held out)", 100 * r->d.held_out, r->d.name);
+        printf("\n");
         if (!isnan(tr->initial_test_accuracy))
             printf("  before training: test loss %.4f, test accuracy %.2f%%\n", tr->initial_test_loss,
                    100 * tr->initial_test_accuracy);
@@ -296,6 +301,9 @@ static int report(const run *r, const poet_train_report *tr, cJSON *epochs, bool
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "model", r->s.g->model);
     cJSON_AddStringToObject(o, "data", r->d.name);
+    cJSON_AddNumberToObject(o, "train_examples", r->d.n_train);
+    cJSON_AddNumberToObject(o, "test_examples", r->d.n_test);
+    cJSON_AddNumberToObject(o, "held_out", r->d.held_out);
     cJSON_AddStringToObject(o, "device", r->s.inst.device.name);
     cJSON_AddStringToObject(o, "planner", planner);
     cJSON_AddNumberToObject(o, "steps", (double)tr->steps);
@@ -409,7 +417,7 @@ int cmd_train(int argc, char **argv)
 {
     train_args a = {0};
     bool help = false;
-    opt opts[] = {TRAIN_OPTS(a.t),
+    opt opts[] = {TRAIN_OPTS(a.t), DATA_OPTS(a.t),
                   {"--epochs", true, &a.epochs, NULL},     {"--steps", true, &a.steps, NULL},
                   {"--checkpoint", true, &a.checkpoint, NULL},
                   {"--checkpoint-every", true, &a.every, NULL}, {"--storage", true, &a.storage, NULL},
@@ -426,9 +434,8 @@ int cmd_train(int argc, char **argv)
     memset(&r, 0, sizeof r);
     r.lock = -1;
     poet_err err = {0};
-    if (!(rc = prepare_files(&r, &a)) && !(rc = plan_or_resume(&r, &a, &q)) &&
-        poet_dataset_load(q.v.data, a.t.data_dir, &r.d, &err))
-        rc = lib_error(&err);
+    if (!(rc = prepare_files(&r, &a)) && !(rc = plan_or_resume(&r, &a, &q)))
+        rc = open_data("train", &a.t, &q.v, r.s.g, &r.d);
     if (!rc) rc = start_engine(&r, &q);
     if (!rc) {
         progress_ctx pc = {isatty(2) && !a.quiet, !isatty(2) && !a.quiet, cJSON_CreateArray(), monotonic_s() + 10};

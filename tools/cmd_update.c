@@ -11,7 +11,8 @@
 #include "session.h"
 
 static const char UPDATE_HELP[] =
-    "usage: poet update (--model NAME | --onnx FILE) [--data NAME] [--data-dir DIR]\n"
+    "usage: poet update (--model NAME | --onnx FILE) [--data NAME|FILE [--labels FILE]]\n"
+    "                   [--data-dir DIR] [--test-data FILE [--test-labels FILE] | --test-split F]\n"
     "                   [--method full|dpu|gcpu|rpu|prune] [--k X] [--global-share A]\n"
     "                   [--epochs N] [--rounds N] [--start N] [--step N] [--val N]\n"
     "                   [--reinit] [--always-send]\n"
@@ -66,7 +67,7 @@ static int check_args(update_args *a, update_values *u)
     if (!a->t.budget && !a->t.schedule) a->t.budget = "100%";
     int rc = train_opts_check(cmd, &a->t, &u->v);
     if (rc) return rc;
-    if (!u->v.data) return usage_error(cmd, "give --data (digits or fashion-mnist) for this model", NULL);
+    if (!u->v.data) return usage_error(cmd, "give --data (digits, fashion-mnist or a file: docs/data.md)", NULL);
     if (a->t.train) return usage_error(cmd, "--train: poet update chooses what each round trains (--method, --k)", NULL);
     u->o = (poet_update_options){POET_UPDATE_DPU, 0.01, 10, a->reinit, u->v.seed, a->always_send, 0.5};
     u->rounds = 10, u->start = 200, u->step = 100, u->val = 300;
@@ -226,7 +227,7 @@ int cmd_update(int argc, char **argv)
 {
     update_args a = {0};
     bool help = false;
-    opt opts[] = {TRAIN_OPTS(a.t),
+    opt opts[] = {TRAIN_OPTS(a.t), DATA_OPTS(a.t),
                   {"--method", true, &a.method, NULL}, {"--k", true, &a.k, NULL},
                   {"--global-share", true, &a.global_share, NULL},
                   {"--epochs", true, &a.epochs, NULL}, {"--rounds", true, &a.rounds, NULL},
@@ -255,7 +256,7 @@ int cmd_update(int argc, char **argv)
     }
     poet_engine_config cfg = {s.g, &s.p, &s.plan.schedule, NULL, u.v.opt, u.v.seed, 0, session_params(&s),
                               session_buffers(&s)};
-    if (poet_dataset_load(u.v.data, a.t.data_dir, &d, &err) || poet_update_server_new(&cfg, &u.o, &srv, &err))
+    if (!(rc = open_data("update", &a.t, &u.v, s.g, &d)) && poet_update_server_new(&cfg, &u.o, &srv, &err))
         rc = lib_error(&err);
     if (!rc) rc = write_image(a.out, srv);
     cJSON *doc = a.json ? cJSON_CreateObject() : NULL;

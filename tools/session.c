@@ -44,6 +44,17 @@ int train_opts_check(const char *cmd, const train_opts *t, train_values *v)
     return 0;
 }
 
+int open_data(const char *cmd, const train_opts *t, const train_values *v, const poet_graph *g, poet_dataset *d)
+{
+    poet_data_source src = {v->data, t->labels, t->test_data, t->test_labels, 0, t->data_dir};
+    if (!v->data) return usage_error(cmd, "give --data (digits, fashion-mnist or a file: docs/data.md)", NULL);
+    if (t->test_split && !(parse_real(t->test_split, &src.test_split) && src.test_split > 0 && src.test_split < 1))
+        return usage_error(cmd, "--test-split must be a fraction between 0 and 1, got", t->test_split);
+    poet_err err = {0};
+    if (poet_dataset_open(&src, d, &err) || poet_dataset_check_model(d, g, &err)) return lib_error(&err);
+    return 0;
+}
+
 /* The schedule of a file, checked against the model it is to train. */
 static int use_schedule(session *s, const char *path, const char *what)
 {

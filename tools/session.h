@@ -9,16 +9,30 @@
 typedef struct train_opts {
     const char *model, *onnx, *device, *budget, *data, *data_dir, *planner, *factor, *batch, *seed, *optimizer, *lr;
     const char *time_limit, *schedule, *train;
+    const char *labels, *test_data, *test_labels, *test_split; /* DATA_OPTS' */
 } train_opts;
 
 #define TRAIN_OPTS(t)                                                                                                \
     {"--model", true, &(t).model, NULL}, {"--onnx", true, &(t).onnx, NULL}, {"--device", true, &(t).device, NULL}, \
-        {"--budget", true, &(t).budget, NULL}, {"--data", true, &(t).data, NULL},                                   \
-        {"--data-dir", true, &(t).data_dir, NULL}, {"--planner", true, &(t).planner, NULL},                         \
+        {"--budget", true, &(t).budget, NULL}, {"--planner", true, &(t).planner, NULL},                             \
         {"--runtime-factor", true, &(t).factor, NULL}, {"--batch", true, &(t).batch, NULL},                         \
         {"--seed", true, &(t).seed, NULL}, {"--optimizer", true, &(t).optimizer, NULL},                             \
         {"--lr", true, &(t).lr, NULL}, {"--time-limit", true, &(t).time_limit, NULL},                             \
         {"--schedule", true, &(t).schedule, NULL}, {"--train", true, &(t).train, NULL}
+
+/* ... and those of the commands that train on a data set. */
+#define DATA_OPTS(t)                                                                                              \
+    {"--data", true, &(t).data, NULL}, {"--data-dir", true, &(t).data_dir, NULL},                                \
+        {"--labels", true, &(t).labels, NULL}, {"--test-data", true, &(t).test_data, NULL},                      \
+        {"--test-labels", true, &(t).test_labels, NULL}, {"--test-split", true, &(t).test_split, NULL}
+
+/* The help lines of DATA_OPTS. */
+#define DATA_HELP                                                                                                 \
+    "  --data NAME|FILE    digits, fashion-mnist, or your examples (docs/data.md):\n"                            \
+    "                      .npy inputs [N, ...] (then --labels FILE.npy of [N]\n"                               \
+    "                      integers), .npz with x and y, or .csv rows 'label,values'\n"                        \
+    "  --test-data FILE    the test set (--test-labels FILE.npy for .npy inputs);\n"                           \
+    "                      without it, --test-split F (default 0.2) of the examples\n"
 
 /* ... their values, checked. */
 typedef struct train_values {
@@ -33,6 +47,10 @@ typedef struct train_values {
 
 /* Checks the options (cmd names the command in messages); 0 or an exit code. */
 int train_opts_check(const char *cmd, const train_opts *t, train_values *v);
+
+/* The data set of --data and its options, checked against graph g; 0 or an
+ * exit code. */
+int open_data(const char *cmd, const train_opts *t, const train_values *v, const poet_graph *g, poet_dataset *d);
 
 /* A model planned for a device and a budget. */
 typedef struct session {

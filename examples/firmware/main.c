@@ -7,12 +7,16 @@
  * usage (semihosting command line):
  *   firmware [--patches=FILE] [--steps=N --data=FILE] [--storage=FILE|ram]
  *            [--weights=FILE] [--state=FILE] [--memory=BYTES] [--fail-write=N] [--fail-read=N]
- *            [--profile] [--rates=FILE] [--attend=FILE] [--store=FILE]
+ *            [--profile] [--rates=FILE] [--attend=FILE] [--store=FILE] [--test=FILE]
  *   firmware --layer=FILE --layer-out=FILE
  *   firmware --check-images=FILE
  * --patches applies the partial updates of `poet update` (patches one after
  * the other in FILE) before any training; a refused one stops the run with
- * the weights of the last applied.
+ * the weights of the last applied. Each step prints "poet-step K LOSSBITS"
+ * (its loss as the bits of a float), for the host's progress line. --test
+ * evaluates the trained model in inference mode on a file of test batches
+ * (u32 examples, then batches padded to the image's rows) and reports the
+ * examples it classified correctly.
  * --memory hands the library fewer bytes than the pool holds; --fail-*
  * make the Nth transfer of the card fail. --store is a card that outlives
  * the run (the device's model store): the model saved there is loaded
@@ -46,7 +50,7 @@ enum { POOL_PAINT = 0xA5 };
 
 typedef struct args {
     long steps, memory, fail_write, fail_read;
-    const char *data, *storage, *weights, *state, *patches, *layer, *layer_out, *rates, *attend, *store, *cases;
+    const char *data, *storage, *weights, *state, *patches, *layer, *layer_out, *rates, *attend, *store, *cases, *test;
     bool profile;
 } args;
 
@@ -151,6 +155,7 @@ static bool parse(args *a)
         else if ((v = value_of(w, "--rates="))) a->rates = v;
         else if ((v = value_of(w, "--attend="))) a->attend = v;
         else if ((v = value_of(w, "--store="))) a->store = v;
+        else if ((v = value_of(w, "--test="))) a->test = v;
         else if ((v = value_of(w, "--layer-out="))) a->layer_out = v;
         else if ((v = value_of(w, "--check-images="))) a->cases = v;
         else if (strcmp(w, "--profile") == 0) a->profile = true;
@@ -206,6 +211,8 @@ typedef struct run {
     long store_loaded, store_saved; /* 1: the model came from the store / went to it */
     long steps_done;
     float loss;
+    uint64_t test_examples, test_correct;
+    float test_loss_sum;
     uint64_t step_ticks;
 } run;
 
@@ -239,6 +246,13 @@ static void report(const run *r, const args *a)
     put_field("paged_out_bytes", s->paged_out_bytes);
     put_field("paged_in_bytes", s->paged_in_bytes);
     put_field("step_ticks", r->step_ticks);
+    if (a->test) {
+        uint32_t test_loss_bits;
+        memcpy(&test_loss_bits, &r->test_loss_sum, sizeof test_loss_bits);
+        put_field("test_examples", r->test_examples);
+        put_field("test_correct", r->test_correct);
+        put_field("test_loss_sum_bits", test_loss_bits);
+    }
     put_field("instructions_per_kilotick", instructions_per_kilotick());
     if (a->profile) {
         put_field("conv_forward_ticks", (uint64_t)s->op_s[POET_OP_CONV2D]);
@@ -260,15 +274,31 @@ static poet_status adaptive_step(run *r, long k, const float *x, const int32_t *
     return poet_dev_step(r->d, x, y, &r->loss, err);
 }
 
-static int train(run *r, const args *a, int data)
-{
+/* The device's batch buffers, and the bytes a batch of them reads. */
+typedef struct batch_io {
     float *x;
     int32_t *y;
-    int rows, classes;
+    int rows;
+    size_t xb, yb;
+} batch_io;
+
+static batch_io batch_of(run *r)
+{
+    batch_io b;
+    int classes;
     uint64_t per_row;
-    poet_dev_batch_shape(r->d, &rows, &per_row, &classes);
-    poet_dev_batch_buffers(r->d, &x, &y);
-    size_t xb = (size_t)rows * (size_t)per_row * sizeof(float), yb = (size_t)rows * sizeof(int32_t);
+    poet_dev_batch_shape(r->d, &b.rows, &per_row, &classes);
+    poet_dev_batch_buffers(r->d, &b.x, &b.y);
+    b.xb = (size_t)b.rows * (size_t)per_row * sizeof(float), b.yb = (size_t)b.rows * sizeof(int32_t);
+    return b;
+}
+
+static int train(run *r, const args *a, int data)
+{
+    batch_io b = batch_of(r);
+    float *x = b.x;
+    int32_t *y = b.y;
+    size_t xb = b.xb, yb = b.yb;
     for (long k = 0; k < a->steps; k++) {
         if (sh_read(data, x, xb) != 0 || sh_read(data, y, yb) != 0) return fail("the data file ends before step ", "");
         poet_err err = {0};
@@ -283,8 +313,41 @@ static int train(run *r, const args *a, int data)
         }
         r->step_ticks += board_ticks() - t0;
         r->steps_done++;
+        uint32_t bits;
+        memcpy(&bits, &r->loss, sizeof bits);
+        put_str("poet-step ");
+        put_u64((uint64_t)k + 1);
+        put_str(" ");
+        put_u64(bits);
+        flush();
     }
     return 0;
+}
+
+/* The test batches of --test, in inference mode: the image's own program. */
+static int evaluate(run *r, const char *path)
+{
+    batch_io b = batch_of(r);
+    float *x = b.x;
+    int32_t *y = b.y;
+    int rows = b.rows;
+    size_t xb = b.xb, yb = b.yb;
+    uint32_t n = 0;
+    int h = sh_open(path, SH_READ_BINARY);
+    if (h < 0 || sh_read(h, &n, 4) != 0) return fail("cannot read the test file ", path);
+    int rc = 0;
+    for (uint32_t at = 0; !rc && at < n; at += (uint32_t)rows) {
+        int m = n - at < (uint32_t)rows ? (int)(n - at) : rows, correct = 0;
+        float loss_sum = 0;
+        poet_err err = {0};
+        if (sh_read(h, x, xb) != 0 || sh_read(h, y, yb) != 0) rc = fail("the test file ends early: ", path);
+        else if (poet_dev_eval(r->d, x, y, m, &loss_sum, &correct, &err)) rc = refuse("evaluating: ", err.msg);
+        r->test_examples += rc ? 0 : (uint64_t)m;
+        r->test_correct += (uint64_t)correct;
+        r->test_loss_sum += loss_sum;
+    }
+    sh_close(h);
+    return rc;
 }
 
 /* The first `words` words of a file, into the pool's spare bytes; its
@@ -617,6 +680,7 @@ int main(void)
         rc = train(&r, &a, data);
         sh_close(data);
     }
+    if (!rc && a.test) rc = evaluate(&r, a.test);
     poet_err err = {0};
     if (a.store && (r.patches || r.steps_done)) { /* what was applied or trained, whole, even if a later part failed */
         if (poet_dev_store_save(r.d, &store, 0, &err)) rc = refuse("saving the model: ", err.msg);

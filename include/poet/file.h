@@ -25,6 +25,7 @@ extern "C" {
 #endif
 
 #define POET_MAX_FILE_BYTES (256u << 20)
+#define POET_MAX_DATA_BYTES ((uint64_t)2 << 30)  /* a user's data set, read whole */
 #define POET_MAX_ONNX_BYTES ((uint64_t)2 << 30) /* protobuf's own limit: ONNX models hold their weights */
 
 /* Reads path into a NUL-terminated buffer the caller frees. */

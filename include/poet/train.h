@@ -18,15 +18,37 @@ typedef struct poet_dataset {
     char name[32];
     int n_train, n_test;
     int channels, height, width; /* one example */
-    int classes;
-    float *train_x, *test_x; /* n * channels * height * width, scaled to [0, 1] */
+    int classes;             /* 1 + the largest label */
+    float *train_x, *test_x; /* n * channels * height * width: built-ins scaled to [0, 1], files' as they are */
     int32_t *train_y, *test_y;
+    double held_out;         /* the fraction of the file's examples held out as the test set, or 0 */
 } poet_dataset;
 
 /* "digits" (python3-sklearn) or "fashion-mnist" (dataset-fashion-mnist);
  * dir overrides where the files are looked for (NULL: Debian's place). */
 poet_status poet_dataset_load(const char *name, const char *dir, poet_dataset *out, poet_err *err);
 void poet_dataset_free(poet_dataset *d);
+
+#define POET_DEFAULT_TEST_SPLIT 0.2
+
+/* A built-in data set by name, or a user's files (docs/data.md): NumPy .npy
+ * inputs [N, ...] with .npy labels [N]; an .npz with arrays x and y (or
+ * x_train, y_train and, as the test set, x_test, y_test); a .csv of rows
+ * "label,value,...". The test set is test_data's (with test_labels for
+ * .npy), an .npz's x_test, or else a test_split fraction of the examples
+ * (POET_DEFAULT_TEST_SPLIT when 0), the same ones whatever the seed. */
+typedef struct poet_data_source {
+    const char *data, *labels;
+    const char *test_data, *test_labels;
+    double test_split;
+    const char *dir; /* the built-ins' files */
+} poet_data_source;
+poet_status poet_dataset_open(const poet_data_source *src, poet_dataset *out, poet_err *err);
+
+/* Whether a data set's examples and labels fit graph g's input and
+ * classes: the same shape once dimensions of 1 are dropped (or the same
+ * count of values where either side is flat), labels below its classes. */
+poet_status poet_dataset_check_model(const poet_dataset *d, const poet_graph *g, poet_err *err);
 
 /* ---- checkpoints ---- */
 typedef struct poet_checkpoint_meta {

@@ -38,8 +38,6 @@ static poet_status alloc_split(poet_dataset *d, int n_train, int n_test, poet_er
 
 /* Under poet's input rule (poet/file.h): a missing file names the package
  * that ships it. */
-/* Under poet's input rule (poet/file.h): a missing file names the package
- * that ships it. */
 static poet_status open_gz(const char *dir, const char *file, const char *package, char *path, size_t cap, gzFile *out,
                            poet_err *err)
 {
@@ -165,4 +163,42 @@ poet_status poet_dataset_load(const char *name, const char *dir, poet_dataset *o
     if (name && strcmp(name, "digits") == 0) return load_digits(dir, out, err);
     if (name && strcmp(name, "fashion-mnist") == 0) return load_fashion(dir, out, err);
     return poet_fail(err, POET_ERR_NOT_FOUND, "unknown data set '%s' (digits, fashion-mnist)", name ? name : "");
+}
+
+/* Dimensions other than 1, written "AxBxC" into out; their count. */
+static int squeezed(const int64_t *dims, int n, char *out, size_t cap, uint64_t *count)
+{
+    int kept = 0;
+    size_t at = 0;
+    *count = 1;
+    out[0] = 0;
+    for (int i = 0; i < n; i++) {
+        *count *= (uint64_t)dims[i];
+        if (dims[i] == 1) continue;
+        at += (size_t)snprintf(out + at, at < cap ? cap - at : 0, "%s%lld", kept ? "x" : "", (long long)dims[i]);
+        kept++;
+    }
+    if (!kept) snprintf(out, cap, "1");
+    return kept;
+}
+
+poet_status poet_dataset_check_model(const poet_dataset *d, const poet_graph *g, poet_err *err)
+{
+    const poet_shape *in = &g->nodes[0].shape;
+    const poet_node *logits = &g->nodes[g->nodes[g->loss].inputs[0]];
+    int64_t ex[3] = {d->channels, d->height, d->width};
+    char has[64], takes[64];
+    uint64_t nd, nm;
+    int rd = squeezed(ex, 3, has, sizeof has, &nd), rm = squeezed(in->dim + 1, in->ndim - 1, takes, sizeof takes, &nm);
+    bool flat = rd <= 1 || rm <= 1;
+    if (flat ? nd != nm : strcmp(has, takes) != 0)
+        return poet_fail(err, POET_ERR_INVALID, "data set '%s' holds examples of %s values; model '%s' takes %s", d->name,
+                         has, g->model, takes);
+    if (d->classes > logits->shape.dim[1])
+        return poet_fail(err, POET_ERR_INVALID, "data set '%s' has labels up to %d; model '%s' has %lld classes",
+                         d->name, d->classes - 1, g->model, (long long)logits->shape.dim[1]);
+    if (d->n_train < in->dim[0])
+        return poet_fail(err, POET_ERR_INVALID, "data set '%s' has %d training examples, fewer than a batch of %lld",
+                         d->name, d->n_train, (long long)in->dim[0]);
+    return POET_OK;
 }

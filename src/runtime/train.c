@@ -103,9 +103,9 @@ static poet_status evaluate(loop *l, double *loss, double *accuracy, poet_err *e
 static poet_status check_fit(loop *l, poet_err *err)
 {
     uint64_t per = (uint64_t)l->d->channels * (uint64_t)l->d->height * (uint64_t)l->d->width;
-    if (per != l->per || l->d->classes != l->classes)
+    if (per != l->per || l->d->classes > l->classes)
         return poet_fail(err, POET_ERR_INVALID,
-                         "data set '%s' has %llu values and %d classes per example; the model takes %llu and %d",
+                         "data set '%s' has %llu values per example and %d classes; the model takes %llu and %d",
                          l->d->name, (unsigned long long)per, l->d->classes, (unsigned long long)l->per, l->classes);
     if (l->d->n_train < l->rows || l->d->n_test < 1)
         return poet_fail(err, POET_ERR_INVALID, "data set '%s' has fewer training examples than a batch of %d",

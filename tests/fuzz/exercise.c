@@ -8,6 +8,8 @@
 
 #include <zlib.h>
 
+#include "../../src/runtime/data_formats.h"
+
 void exercise_schedule(poet_schedule *s, poet_instance *g)
 {
     poet_problem p;
@@ -162,6 +164,31 @@ bool exercise_patch(const uint8_t *data, size_t size, bool fix_crc)
     return applied;
 }
 
+/* An .npy's elements, an .npz's arrays and a CSV table, as poet --data reads them. */
+static void exercise_data_file(const uint8_t *data, size_t size)
+{
+    named_file f = {"fuzz", data, size};
+    nd_array a;
+    volatile double sum = 0;
+    if (!data_parse_npy(&f, &a, NULL))
+        for (uint64_t i = 0; i < a.count && i < 4096; i++) sum += data_element(&a, i);
+    uint8_t *buf[NPZ_ARRAYS] = {0};
+    size_t len[NPZ_ARRAYS];
+    data_read_npz(&f, buf, len, NULL);
+    for (int k = 0; k < NPZ_ARRAYS; k++) {
+        named_file e = {"fuzz entry", buf[k], len[k]};
+        if (buf[k] && !data_parse_npy(&e, &a, NULL) && a.count) sum += data_element(&a, a.count - 1);
+        free(buf[k]);
+    }
+    char *text = malloc(size + 1);
+    if (!text) return;
+    memcpy(text, data, size);
+    text[size] = 0;
+    table t;
+    data_parse_csv(&(named_file){"fuzz", (const uint8_t *)text, size}, &t, NULL);
+    free(t.x), free(t.y), free(text);
+}
+
 void exercise_parsers(const uint8_t *data, size_t size)
 {
     const char *text = (const char *)data;
@@ -190,4 +217,5 @@ void exercise_parsers(const uint8_t *data, size_t size)
     exercise_patch(data, size, true);
     poet_onnx_model *m = NULL;
     if (!poet_onnx_import_bytes(data, size, "fuzz", NULL, &m, NULL)) poet_onnx_free(m);
+    exercise_data_file(data, size);
 }

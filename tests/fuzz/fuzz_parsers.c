@@ -1,6 +1,7 @@
 /* One libFuzzer target for every parser that reads what users hand poet:
  * graph files (poet's and POET's), device profiles, schedules in JSON and
- * binary, checkpoints, device images and ONNX models. A schedule that parses with its
+ * binary, checkpoints, device images, ONNX models and data files (.npy,
+ * .npz, CSV). A schedule that parses with its
  * graph is also validated and, when valid, simulated; a device image is
  * checked twice, as it came and with its checksum made right (so that the
  * fuzzer reaches the field checks behind the CRC), and one that passes is
