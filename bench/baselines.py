@@ -55,7 +55,7 @@ def main():
                         out = os.path.join(tmp, "s.json")
                         if os.path.exists(out):
                             os.remove(out)
-                        plan = run("plan", "--instance", inst, "--budget", f"{pct}%", "--runtime-factor", "1.5",
+                        plan = run("plan", "--runtime-model", "compute", "--instance", inst, "--budget", f"{pct}%", "--runtime-factor", "1.5",
                                    "--planner", planner, "--json", "--out", out)
                         if plan["status"] == "infeasible":
                             cells.append("infeasible")

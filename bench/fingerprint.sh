@@ -16,7 +16,7 @@ field() { /usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1
 sha() { sha256sum "$1" | cut -c1-64; }
 
 # training: keep-all, a recomputing and paging schedule, Adam, an imported model
-"$poet" plan --model cnn_digits --device m4 --batch 8 --budget 42% --runtime-factor 1.2 --planner hybrid --quiet \
+"$poet" plan --runtime-model compute --model cnn_digits --device m4 --batch 8 --budget 42% --runtime-factor 1.2 --planner hybrid --quiet \
     --out "$tmp/plan.json" >/dev/null
 for run in "--model cnn_digits --budget 100% --steps 60" \
     "--model cnn_digits --batch 8 --schedule PLAN --steps 60" \
@@ -38,7 +38,7 @@ echo "encode the hybrid schedule: $(sha "$tmp/plan.bin")"
 # the MILP's proven energies on reference instances
 for inst in linear__m4 linear__a72 vgg16_cifar__m4 transformer__m4 bert__a72; do
     for budget in 60% 90%; do
-        "$poet" plan --instance "$data/reference/$inst.json" --budget "$budget" --planner milp --deterministic \
+        "$poet" plan --runtime-model compute --instance "$data/reference/$inst.json" --budget "$budget" --planner milp --deterministic \
             --quiet --json --allow-infeasible >"$tmp/plan-$inst.json" || true
         echo "milp $inst at $budget: $(field "$tmp/plan-$inst.json" status) $(field "$tmp/plan-$inst.json" energy_j) J"
     done

@@ -61,7 +61,7 @@ def main():
     violations = 0
     for model, device, pct, factor in CASES:
         inst = os.path.join(DATA, f"{model}__{device}.json")
-        args = ["plan", "--instance", inst, "--budget", pct, "--runtime-factor", str(factor), "--planner", "milp",
+        args = ["plan", "--runtime-model", "compute", "--instance", inst, "--budget", pct, "--runtime-factor", str(factor), "--planner", "milp",
                 "--json", "--quiet", "--time-limit", str(LIMIT)]
         joint = poet(*args)
         remat = poet(*args, "--no-paging")

@@ -40,7 +40,7 @@ def export(model, shape, path):
 
 
 def plan(poet, path, device, budget):
-    out = subprocess.run([poet, "plan", "--onnx", path, "--batch", "8", "--device", device, "--budget", budget,
+    out = subprocess.run([poet, "plan", "--runtime-model", "compute", "--onnx", path, "--batch", "8", "--device", device, "--budget", budget,
                           "--time-limit", "120", "--json", "--quiet"], capture_output=True, text=True)
     if out.returncode:
         return {"error": out.stderr.strip()}

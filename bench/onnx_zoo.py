@@ -69,7 +69,7 @@ def main():
     print(f"| model | device | budget | status | energy / full-memory | gap | found (s) | wall (s) | peak RSS (MB) |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name in plans:
-        r = subprocess.run(["/usr/bin/time", "-f", "rss %M wall %e", a.poet, "plan", "--onnx", exported(name, workdir),
+        r = subprocess.run(["/usr/bin/time", "-f", "rss %M wall %e", a.poet, "plan", "--runtime-model", "compute", "--onnx", exported(name, workdir),
                             "--batch", "8", "--device", a.device, "--budget", a.budget, "--time-limit", a.time_limit,
                             "--json", "--quiet"], capture_output=True, text=True)
         t = r.stderr.strip().splitlines()[-1].split()

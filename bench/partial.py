@@ -44,7 +44,7 @@ def main():
         budget = max(half, g["min_budget_bytes"])
         with tempfile.TemporaryDirectory() as tmp:
             plan = os.path.join(tmp, "plan.json")
-            p = run([poet, "plan", *base, "--train", s, "--budget", str(budget), "--time-limit", "10", "--json",
+            p = run([poet, "plan", "--runtime-model", "compute", *base, "--train", s, "--budget", str(budget), "--time-limit", "10", "--json",
                      "--quiet", "--deterministic", "--out", plan])
             t = run([poet, "train", *base, "--train", s, "--schedule", plan, "--data", "digits", "--steps", "5",
                      "--json", "--quiet"])

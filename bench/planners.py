@@ -52,7 +52,7 @@ FACTORS = [1.2, 1.5]
 
 
 def plan(instance, budget, factor, planner, limit):
-    cmd = [POET, "plan", "--instance", instance, "--budget", str(budget), "--runtime-factor", str(factor),
+    cmd = [POET, "plan", "--runtime-model", "compute", "--instance", instance, "--budget", str(budget), "--runtime-factor", str(factor),
            "--planner", planner, "--time-limit", str(limit), "--json", "--quiet", "--deterministic"]
     t0 = time.perf_counter()
     out = subprocess.run(cmd, capture_output=True, text=True)

@@ -54,7 +54,7 @@ def main():
                 wall.setdefault((b, "--version"), []).append(timed([poet, "--version"])[0])
                 for name, path, budget, factor in graphs:
                     for planner, limit in LIMITS.items():
-                        w, out = timed([poet, "plan", "--instance", path, "--budget", str(budget), "--runtime-factor",
+                        w, out = timed([poet, "plan", "--runtime-model", "compute", "--instance", path, "--budget", str(budget), "--runtime-factor",
                                         factor, "--planner", planner, "--json", "--quiet", "--deterministic",
                                         "--allow-infeasible"] + limit)
                         wall.setdefault((b, name, planner), []).append(w)

@@ -62,7 +62,7 @@ def run_json(cmd):
 def plan(instance, s, planner, limit):
     # the MILP runs to a proof (--gap 0); fast stops at its default gap
     gap = ["--gap", "0"] if planner == "milp" else []
-    return run_json([POET, "plan", "--instance", instance, "--budget", str(s["budget"]), "--runtime-factor",
+    return run_json([POET, "plan", "--runtime-model", "compute", "--instance", instance, "--budget", str(s["budget"]), "--runtime-factor",
                      f"{s['factor']:.3f}", "--planner", planner, "--time-limit", str(limit), "--json", "--quiet",
                      "--deterministic", "--allow-infeasible"] + gap)
 

@@ -36,7 +36,7 @@ def poet(*args):
 
 
 def train(budget, planner, **kw):
-    args = ["train", "--model", MODEL, "--device", DEVICE, "--budget", budget, "--planner", planner]
+    args = ["train", "--runtime-model", "compute", "--model", MODEL, "--device", DEVICE, "--budget", budget, "--planner", planner]
     for k, v in kw.items():
         args += [f"--{k}", str(v)]
     return poet(*args)
@@ -64,7 +64,7 @@ def main():
     rows = []
     for budget, planner in [("100%", "keep-all"), ("40%", "portfolio"), ("40%", "hybrid")]:
         r = train(budget, planner, epochs=1)
-        plan = poet("plan", "--model", MODEL, "--device", DEVICE, "--budget", budget, "--planner", planner)
+        plan = poet("plan", "--runtime-model", "compute", "--model", MODEL, "--device", DEVICE, "--budget", budget, "--planner", planner)
         rows.append((budget, planner, r, plan))
     base_r, base_plan = rows[0][2], rows[0][3]
     print(f"| {MODEL} on {DEVICE}, 1 epoch | arena (B) | recomputations | paged (MB) | host s/epoch (steps) "

@@ -98,7 +98,9 @@ if [ $? -eq 3 ] && grep -q '"status":[[:space:]]*"infeasible"' "$tmp/out"; then 
     failed=$((failed + 1))
     echo "FAIL: a plan without a schedule must exit 3 and still report"
 fi
-has "an infeasible budget names the node that sets the floor" "node [0-9]* '[^']*' ([a-z_]*) and its inputs must be in RAM at once" "$tmp/out"
+has "an infeasible budget names the stage, its node and the tensors that set the floor" \
+    "stage [0-9]* computes node [0-9]* '[^']*' ([a-z_0-9]*), whose [0-9]* B output and inputs must be in RAM at once: '[^']*' [0-9]* B" \
+    "$tmp/out"
 # budgets as people write them: units (K = 1024, KB = 1000), and the device's RAM
 for spec in 64KiB:65536 256k:262144 1.5MB:1500000 2M:2097152 300000B:300000; do
     ok "budget $spec" "$poet" plan --model linear --device m4 --budget "${spec%%:*}" --json --allow-infeasible
@@ -164,6 +166,27 @@ has "flash warning" "more than tiny's 1000 B of flash" "$tmp/err"
 ok "budget ram from a profile" "$poet" plan --model cnn_digits --device "$tmp/tiny.json" --batch 8 --budget ram --json \
     --planner keep-all --allow-infeasible
 has "budget ram is what the profile's RAM leaves" '"budget_bytes":[[:space:]]*1[0-9][0-9][0-9][0-9][0-9],' "$tmp/out"
+# the runtime limit: by default compute and every transfer (serial), POET's compute alone on request
+ok "runtime model compute: paging-only at factor 1.0" "$poet" plan --model cnn_digits --device m4 --batch 8 --budget 42% \
+    --runtime-factor 1.0 --planner paging --runtime-model compute --json --quiet
+has "runtime model compute reported" '"runtime_model":[[:space:]]*"compute"' "$tmp/out"
+expect "under POET's accounting the step takes longer than the limit once its transfers count" \
+    "/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(not d[\"compute_time_s\"] + d[\"transfer_time_s\"] > d[\"runtime_budget_s\"] * 1.001)' '$tmp/out'"
+"$poet" plan --model cnn_digits --device m4 --batch 8 --budget 42% --runtime-factor 1.0 --planner paging --quiet \
+    >"$tmp/out" 2>"$tmp/err"
+expect "the same by default: no schedule, exit 3, the note names the runtime limit" \
+    "[ $? -eq 3 ] && grep -q 'within the runtime limit' '$tmp/out'"
+ok "runtime model serial (the default), planned" "$poet" plan --model cnn_digits --device m4 --batch 8 --budget 42% \
+    --runtime-factor 1.2 --json --quiet --out "$tmp/serial.json" --time-limit 5
+expect "the serial schedule's compute and transfers fit the limit, and so does its overlapped time" \
+    "/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(not (d[\"runtime_model\"] == \"serial\" and d[\"compute_time_s\"] + d[\"transfer_time_s\"] <= d[\"runtime_budget_s\"] * (1 + 1e-9) and d[\"time_with_paging_s\"] <= d[\"runtime_budget_s\"] * (1 + 1e-9)))' '$tmp/out'"
+has "the schedule file says how its runtime was counted" '"runtime_counts_paging":[[:space:]]*true' "$tmp/serial.json"
+ok "encode a serial schedule" "$poet" encode "$tmp/serial.json" --out "$tmp/serial.bin"
+ok "its graph" "$poet" graph --model cnn_digits --device m4 --batch 8 --out "$tmp/cnn8.json"
+ok "decode it" "$poet" decode "$tmp/serial.bin" --out "$tmp/serial2.json" --instance "$tmp/cnn8.json"
+has "the binary form keeps the runtime model" '"runtime_counts_paging":[[:space:]]*true' "$tmp/serial2.json"
+refuse "a bad runtime model" "--runtime-model must be serial or compute" "$poet" plan --model linear --device m4 \
+    --budget 60% --runtime-model fast
 ok "gap" "$poet" plan --model linear --device m4 --budget 60% --gap 5% --json
 refuse "bad gap" "--gap" "$poet" plan --model linear --device m4 --budget 60% --gap 2
 ok "encode" "$poet" encode "$tmp/paging.json" --out "$tmp/s.bin"
@@ -288,6 +311,12 @@ refuse "binary garbage digits file" "digits.csv.gz" "$poet" train --model cnn_di
     --data-dir "$tmp/baddata"
 refuse "wrong data for model" "model 'cnn_fashion' takes 28x28" "$poet" train --model cnn_fashion --device m4 --budget 100% --data digits
 refuse "infeasible training budget" "at least" "$poet" train --model cnn_digits --device m4 --budget 10%
+has "an infeasible budget comes with the nearest fix: the largest batch whose floor fits" \
+    "^poet: note: the nearest fix: --batch [0-9]" "$tmp/err"
+"$poet" plan --model cnn_digits --device stm32f405 --batch 16 --budget ram --quiet >"$tmp/out" 2>"$tmp/err"
+expect "a batch too large for the board's RAM: no schedule (exit 3)" "[ $? -eq 3 ] && grep -q 'no schedule fits' '$tmp/out'"
+has "where the board's RAM goes" "^poet: note: stm32f405's 192.0 KiB of RAM: firmware 9.0 KiB + beside the arena .* leave .* for the arena; the floor is" "$tmp/err"
+has "the nearest fix on the board: batch 14 (what poet fit finds)" "the nearest fix: --batch 14 " "$tmp/err"
 # your own data (docs/data.md), written by NumPy
 /usr/bin/python3 - "$tmp" <<'EOF'
 import sys

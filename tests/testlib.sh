@@ -12,13 +12,13 @@ ok() { # ok DESCRIPTION COMMAND...: must exit 0
     fi
 }
 
-refuse() { # refuse DESCRIPTION PATTERN COMMAND...: non-zero, no crash, no hang (300 s), one line naming PATTERN (warnings aside)
+refuse() { # refuse DESCRIPTION PATTERN COMMAND...: non-zero, no crash, no hang (300 s), one line naming PATTERN (warnings and notes aside)
     local what=$1 pattern=$2
     shift 2
     timeout 300 "$@" >"$tmp/out" 2>"$tmp/err"
     local rc=$?
     local lines
-    lines=$(grep -vc '^poet: warning:' "$tmp/err")
+    lines=$(grep -vcE '^poet: (warning|note):' "$tmp/err")
     if [ "$rc" -ne 0 ] && [ "$rc" -lt 124 ] && [ "$lines" -eq 1 ] && grep -q -- "$pattern" "$tmp/err"; then
         passed=$((passed + 1))
     else

@@ -91,6 +91,13 @@ bool parse_time_limit(const char *s, double *seconds)
     return true;
 }
 
+bool parse_runtime_model(const char *s, bool *counts_paging)
+{
+    if (s && strcmp(s, "serial") != 0 && strcmp(s, "compute") != 0) return false;
+    *counts_paging = !s || strcmp(s, "serial") == 0;
+    return true;
+}
+
 /* ---- option parsing: --name value and --flag ---- */
 
 bool opt_output_file;
@@ -270,7 +277,8 @@ int read_schedule(const char *path, poet_schedule *s, poet_instance *graph)
     size_t len = 0;
     memset(graph, 0, sizeof *graph);
     if (poet_read_file(path, &data, &len, &err)) return lib_error(&err);
-    bool binary = len >= 4 && (uint8_t)data[0] == (POET_SCHEDULE_BINARY_VERSION & 0xff) &&
+    /* "PS" in the version word's high half, whatever its format */
+    bool binary = len >= 4 && (uint8_t)data[2] == ((POET_SCHEDULE_BINARY_VERSION >> 16) & 0xff) &&
                   (uint8_t)data[3] == (POET_SCHEDULE_BINARY_VERSION >> 24);
     poet_status st = binary ? poet_schedule_decode((const uint8_t *)data, len, s, &err)
                             : poet_schedule_parse_json(data, len, s, graph, &err);

@@ -27,6 +27,13 @@ bool parse_real(const char *s, double *out);
 enum { MAX_TIME_LIMIT_S = 86400 }; /* a day: --time-limit of every command */
 /* --time-limit S: seconds in (0, MAX_TIME_LIMIT_S]. */
 bool parse_time_limit(const char *s, double *seconds);
+/* --runtime-model serial|compute (NULL: serial): whether the runtime budget
+ * counts transfers (poet_problem.runtime_counts_paging). */
+bool parse_runtime_model(const char *s, bool *counts_paging);
+#define RUNTIME_MODEL_HELP                                                                                        \
+    "  --runtime-model M   what --runtime-factor bounds: serial (default), compute plus\n"                     \
+    "                      every transfer, the step's time at worst; or compute, POET's\n"                     \
+    "                      accounting (compute alone), for comparisons with POET\n"
 /* BYTES (with a unit: 64KiB, 256k, 1.5MB; see BUDGET_UNITS), or PCT% of
  * keep_all. */
 bool parse_budget(const char *s, uint64_t keep_all, uint64_t *out);

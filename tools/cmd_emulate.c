@@ -67,7 +67,7 @@ static const char EMULATE_HELP[] =
     "                    [--steps N] [--batch N] [--seed S] [--data-dir DIR]\n"
     "                    [--data NAME|FILE [--labels FILE]] [--test-data FILE\n"
     "                    [--test-labels FILE] | --test-split F] [--device DEV]\n"
-    "                    [--planner NAME] [--runtime-factor F]\n"
+    "                    [--planner NAME] [--runtime-factor F] [--runtime-model M]\n"
     "                    [--time-limit S]\n"
     "                    [--optimizer sgd|adam] [--lr X] [--chunk N] [--train SPEC]\n"
     "                    [--storage sd|ram] [--json] [--keep DIR] [--timeout S]\n"
@@ -87,6 +87,7 @@ static const char EMULATE_HELP[] =
     "steps (on a terminal; when piped a line every 10 s; --quiet: none).\n"
     "A model that does not fit the board is refused before QEMU starts.\n"
     "  --steps N       training steps (default 5)\n"
+RUNTIME_MODEL_HELP
 DATA_HELP
     "  --train SPEC    what trains: all, biases, last:N, ratio:R or mask:FILE, then\n"
     "                +frozen-bn, +masks, +ratio:R (docs/partial.md)\n"

@@ -9,6 +9,7 @@ static const char EXPORT_HELP[] =
     "usage: poet export (--model NAME | --onnx FILE) --device DEV (--budget BYTES|PCT%|ram | --schedule FILE)\n"
     "                   --out FILE\n"
     "                   [--batch N] [--seed S] [--planner NAME] [--runtime-factor F] [--time-limit S]\n"
+    "                   [--runtime-model M]\n"
     "                   [--optimizer sgd|adam] [--lr X] [--chunk N] [--train SPEC] [--json]\n"
     "Plans one training iteration under the budget and writes the device image:\n"
     "the graph's ops and shapes, the schedule as an instruction stream with arena\n"
@@ -16,6 +17,7 @@ static const char EXPORT_HELP[] =
     "firmware trains any image (include/poet/device.h, examples/firmware/).\n"
     "  --train SPEC  what trains: all, biases, last:N, ratio:R or mask:FILE, then\n"
     "                +frozen-bn, +masks, +ratio:R (docs/partial.md)\n"
+RUNTIME_MODEL_HELP
     "  --chunk N     the kernels' scratch holds im2col chunks of N output positions\n"
     "                (default 16; 1 is the least memory, 0 whole images, the fastest)\n";
 

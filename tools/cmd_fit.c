@@ -11,8 +11,10 @@
 
 static const char FIT_HELP[] =
     "usage: poet fit (--model NAME | --onnx FILE) --device DEV [--batch N]... [--train SPEC]...\n"
-    "                [--max-batch N] [--runtime-factor F] [--planner NAME] [--time-limit S] [--json]\n"
-    "For each --train spec (default: all, last:1, last:2, biases) and each batch\n"
+    "                [--max-batch N] [--runtime-factor F] [--runtime-model M] [--planner NAME]\n"
+    "                [--time-limit S] [--json]\n"
+    "For each --train spec (default: all, last:2, last:1 and biases, each also\n"
+    "with +frozen-bn+masks) and each batch\n"
     "(default: 1, 2, 4, ... up to --max-batch, 64 by default, stopping where even\n"
     "the state beside the activations outgrows the RAM), the smallest whole RAM a\n"
     "schedule trains in on DEV: the firmware's part (the profile's fixed_ram_bytes),\n"
@@ -26,12 +28,13 @@ static const char FIT_HELP[] =
     "                    mask:FILE, then +frozen-bn, +masks (docs/partial.md)\n"
     "  --max-batch N     the largest batch tried by default (1 to 65536)\n"
     "  --runtime-factor F  the runtime limit of the plans (default 1.5)\n"
+RUNTIME_MODEL_HELP
     "  --planner NAME    default fast; --time-limit S: per plan (default 5)\n";
 
 enum { MAX_TRIES = 16, PROBES = 7 };
 
 typedef struct fit_args {
-    const char *model, *onnx, *device, *max_batch, *factor, *planner, *time_limit;
+    const char *model, *onnx, *device, *max_batch, *factor, *planner, *time_limit, *runtime_model;
     const char *batches[MAX_TRIES], *specs[MAX_TRIES];
     int n_batches, n_specs;
     bool json, help;
@@ -44,12 +47,13 @@ typedef struct fit_row {
     bool planned;       /* a schedule exists (with the arena below) */
     uint64_t arena, total;
     ram_use ram;
-    char why[POET_ERR_MSG_BYTES]; /* when not planned */
+    char why[sizeof ((poet_plan_result *)0)->note];  /* when not planned */
 } fit_row;
 
 typedef struct fit_setup {
     poet_profile dev;
     double rho, limit_s;
+    bool counts_paging;
     const char *planner;
 } fit_setup;
 
@@ -60,6 +64,7 @@ static bool plan_at(const poet_instance *inst, const fit_setup *f, uint64_t budg
     poet_err err = {0};
     poet_problem p;
     if (poet_problem_init(&p, inst, budget, f->rho, &err)) return snprintf(why, cap, "%s", err.msg), false;
+    p.runtime_counts_paging = f->counts_paging;
     poet_plan_options o = {.time_limit_s = f->limit_s, .threads = 1, .deterministic = true};
     poet_plan_result r;
     memset(&r, 0, sizeof r);
@@ -94,7 +99,7 @@ static void smallest_arena(const poet_instance *inst, const fit_setup *f, fit_ro
     row->planned = true, row->arena = arena;
     for (int k = 0; k < PROBES && hi - lo > hi / 200; k++) { /* to within 0.5% of the keep-all peak */
         uint64_t mid = lo + (hi - lo) / 2;
-        char why[POET_ERR_MSG_BYTES];
+        char why[sizeof ((poet_plan_result *)0)->note];
         if (plan_at(inst, f, mid, &arena, why, sizeof why)) hi = mid, row->arena = arena;
         else lo = mid;
     }
@@ -137,10 +142,10 @@ static void print_row(const fit_setup *f, const fit_row *r)
 {
     char t[32], fx[32], b[32], ar[32];
     if (!r->planned) {
-        printf("  %-14s %6d  %12s  no       %s\n", r->spec, r->batch, "-", r->why);
+        printf("  %-22s %6d  %12s  no       %s\n", r->spec, r->batch, "-", r->why);
         return;
     }
-    printf("  %-14s %6d  %12s  %-7s  firmware %s + beside %s (persistent %llu B, workspace %llu B, control %llu B) "
+    printf("  %-22s %6d  %12s  %-7s  firmware %s + beside %s (persistent %llu B, workspace %llu B, control %llu B) "
            "+ arena %s\n",
            r->spec, r->batch, format_bytes(r->total, t), fits_device(f, r) ? "yes" : "no", format_bytes(r->ram.fixed_bytes, fx),
            format_bytes(r->ram.beside.total_bytes, b), (unsigned long long)r->ram.beside.persistent_bytes,
@@ -171,6 +176,7 @@ static int parse_fit(int argc, char **argv, fit_args *a)
     opt opts[] = {{"--model", true, &a->model, NULL},           {"--onnx", true, &a->onnx, NULL},
                   {"--device", true, &a->device, NULL},         {"--max-batch", true, &a->max_batch, NULL},
                   {"--runtime-factor", true, &a->factor, NULL}, {"--planner", true, &a->planner, NULL},
+                  {"--runtime-model", true, &a->runtime_model, NULL},
                   {"--time-limit", true, &a->time_limit, NULL}, {"--json", false, NULL, &a->json},
                   {NULL, false, NULL, NULL}};
     char **rest = calloc((size_t)argc + 1, sizeof *rest);
@@ -193,6 +199,32 @@ static int parse_fit(int argc, char **argv, fit_args *a)
     return rc;
 }
 
+/* The batches tried for one spec: the largest that fits, the smallest
+ * above it that does not (0: none yet). */
+typedef struct spec_search {
+    const fit_args *a;
+    const fit_setup *f;
+    const char *spec;
+    cJSON *rows; /* --json: the rows go here, else they are printed */
+    int largest, refused;
+} spec_search;
+
+static int try_batch(spec_search *sr, int batch, bool *fills)
+{
+    fit_row row;
+    int rc = fit_one(sr->a, sr->f, sr->spec, batch, &row);
+    if (rc) return rc;
+    if (fits_device(sr->f, &row)) {
+        if (batch > sr->largest) sr->largest = batch;
+    } else if (!sr->refused || batch < sr->refused) {
+        sr->refused = batch;
+    }
+    if (sr->rows) cJSON_AddItemToArray(sr->rows, row_json(sr->f, &row));
+    else print_row(sr->f, &row);
+    *fills = beside_fills(sr->f, &row.ram);
+    return 0;
+}
+
 int cmd_fit(int argc, char **argv)
 {
     fit_args a = {0};
@@ -210,12 +242,15 @@ int cmd_fit(int argc, char **argv)
     for (int b = 1; !a.n_batches && b <= max_batch && n_batches < MAX_TRIES; b *= 2) batches[n_batches++] = b;
     if (a.factor && !(parse_real(a.factor, &f.rho) && f.rho >= 1 && f.rho <= 1e6))
         return usage_error("fit", "--runtime-factor must be a number from 1 to 1e6, got", a.factor);
+    if (!parse_runtime_model(a.runtime_model, &f.counts_paging))
+        return usage_error("fit", "--runtime-model must be serial or compute, got", a.runtime_model);
     if (a.time_limit && !parse_time_limit(a.time_limit, &f.limit_s))
         return usage_error("fit", "--time-limit must be seconds in (0, 86400], got", a.time_limit);
     if (!poet_planner_find(f.planner)) return usage_error("fit", "unknown planner (see poet planners):", f.planner);
-    static const char *default_specs[] = {"all", "last:1", "last:2", "biases"};
+    static const char *default_specs[] = {"all",    "all+frozen-bn+masks",    "last:2", "last:2+frozen-bn+masks",
+                                          "last:1", "last:1+frozen-bn+masks", "biases", "biases+frozen-bn+masks"};
     const char **specs = a.n_specs ? a.specs : default_specs;
-    int n_specs = a.n_specs ? a.n_specs : 4;
+    int n_specs = a.n_specs ? a.n_specs : (int)(sizeof default_specs / sizeof *default_specs);
     poet_err err = {0};
     if (poet_profile_find(a.device, &f.dev, &err)) return lib_error(&err);
     cJSON *doc = cJSON_CreateObject(), *rows = cJSON_AddArrayToObject(doc, "fits"), *best = cJSON_AddObjectToObject(doc, "largest_batch");
@@ -224,19 +259,23 @@ int cmd_fit(int argc, char **argv)
     cJSON_AddNumberToObject(doc, "ram_bytes", (double)f.dev.ram_bytes);
     char ram[32];
     if (!a.json)
-        printf("%s on %s (%s of RAM, runtime factor %g, planner %s)\n  %-14s %6s  %12s  %-7s  breakdown\n",
+        printf("%s on %s (%s of RAM, runtime factor %g, planner %s)\n  %-22s %6s  %12s  %-7s  breakdown\n",
                a.model ? a.model : a.onnx, f.dev.name, f.dev.ram_bytes ? format_bytes(f.dev.ram_bytes, ram) : "no stated RAM",
                f.rho, f.planner, "train", "batch", "smallest RAM", "fits");
     for (int s = 0; s < n_specs && !rc; s++) {
-        int largest = 0;
+        spec_search sr = {&a, &f, specs[s], a.json ? rows : NULL, 0, 0};
         for (int k = 0; k < n_batches && !rc; k++) {
-            fit_row row;
-            if ((rc = fit_one(&a, &f, specs[s], batches[k], &row))) break;
-            if (fits_device(&f, &row) && batches[k] > largest) largest = batches[k];
-            if (a.json) cJSON_AddItemToArray(rows, row_json(&f, &row));
-            else print_row(&f, &row);
-            if (!a.n_batches && beside_fills(&f, &row.ram)) break;
+            bool fills;
+            if ((rc = try_batch(&sr, batches[k], &fills))) break;
+            if (!a.n_batches && fills) break;
         }
+        /* the default batches double: between the largest that fits and the first that does not, bisect */
+        while (!rc && !a.n_batches && sr.largest && sr.refused > sr.largest + 1) {
+            bool fills;
+            int mid = sr.largest + (sr.refused - sr.largest) / 2;
+            rc = try_batch(&sr, mid, &fills);
+        }
+        int largest = sr.largest;
         cJSON_AddNumberToObject(best, specs[s], largest);
         if (!a.json && !rc) {
             if (largest) printf("  %s: the largest batch that fits is %d\n", specs[s], largest);

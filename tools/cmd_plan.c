@@ -5,11 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "advice.h"
 #include "progress_line.h"
 #include "report.h"
 static const char PLAN_HELP[] =
     "usage: poet plan ((--model NAME | --onnx FILE) --device DEV [--batch N] [--train SPEC] | --instance FILE)\n"
-    "                 --budget BYTES|PCT%|ram [--runtime-factor F] [--planner NAME]\n"
+    "                 --budget BYTES|PCT%|ram [--runtime-factor F] [--runtime-model M]\n"
+    "                 [--planner NAME]\n"
     "                 [--time-limit S] [--gap TOL] [--out FILE] [--json] [--allow-infeasible]\n"
     "                 [--no-paging | --no-remat] [--threads N] [--deterministic]\n"
     "                 [--quiet] [--write-mps FILE] [--sparse-levels LIST]\n"
@@ -23,6 +25,7 @@ static const char PLAN_HELP[] =
     "                    largest arena with which training's whole RAM (firmware,\n"
     "                    weights, gradients, SGD momentum, batch, workspace,\n"
     "                    control) fits the device's (see poet fit)\n"
+RUNTIME_MODEL_HELP
     "  --planner NAME    see poet planners (default: fast)\n"
     "  --time-limit S    wall-clock limit of the planner (fast: 60 s, milp: 300 s)\n"
     "  --gap TOL         stop once the certified gap is at most TOL (0.1% by\n"
@@ -51,6 +54,7 @@ static int simulate_on(const poet_instance *inst, const poet_problem *p, const p
     poet_err err = {0};
     poet_problem q;
     if (poet_problem_init(&q, inst, p->budget_bytes, p->runtime_factor, &err)) return lib_error(&err);
+    q.runtime_counts_paging = p->runtime_counts_paging;
     poet_status st = poet_simulate(&q, s, out, NULL, &err);
     poet_problem_free(&q);
     return st ? lib_error(&err) : 0;
@@ -73,7 +77,7 @@ static poet_status plan_drawn(const char *name, const poet_problem *p, const poe
 int cmd_plan(int argc, char **argv)
 {
     graph_src src = {0};
-    const char *budget = NULL, *factor = NULL;
+    const char *budget = NULL, *factor = NULL, *runtime_model = NULL;
     const char *planner = NULL, *limit = NULL, *out = NULL, *threads = NULL, *mps = NULL, *gap_text = NULL;
     bool json = false, help = false, quiet = false, deterministic = false, no_paging = false, no_remat = false;
     bool allow_infeasible = false;
@@ -81,6 +85,7 @@ int cmd_plan(int argc, char **argv)
     opt opts[] = {GRAPH_SRC_OPTS(src),                     {"--sparse-levels", true, &levels_text, NULL},
                   {"--weight-bits", true, &bits_text, NULL}, {"--weight-group", true, &group_text, NULL},
                   {"--budget", true, &budget, NULL},       {"--runtime-factor", true, &factor, NULL},
+                  {"--runtime-model", true, &runtime_model, NULL},
                   {"--planner", true, &planner, NULL},     {"--time-limit", true, &limit, NULL},
                   OUTPUT_OPT("--out", out),             {"--json", false, NULL, &json},
                   {"--threads", true, &threads, NULL},     OUTPUT_OPT("--write-mps", mps),
@@ -96,6 +101,9 @@ int cmd_plan(int argc, char **argv)
         return usage_error("plan", "--runtime-factor must be a number from 1 to 1e6, got", factor);
     if (limit && !parse_time_limit(limit, &seconds))
         return usage_error("plan", "--time-limit must be seconds in (0, 86400], got", limit);
+    bool counts_paging;
+    if (!parse_runtime_model(runtime_model, &counts_paging))
+        return usage_error("plan", "--runtime-model must be serial or compute, got", runtime_model);
     double gap = 0;
     if (gap_text && !parse_gap(gap_text, &gap))
         return usage_error("plan", "--gap must be a fraction from 0 to 1 or a percentage like 0.5%, got", gap_text);
@@ -126,6 +134,7 @@ int cmd_plan(int argc, char **argv)
         poet_instance_free(&inst);
         return lib_error(&err);
     }
+    p.runtime_counts_paging = counts_paging;
     if (!(rc = resolve_budget("plan", budget, &p, &ram, &bytes))) {
         p.budget_bytes = bytes;
         poet_plan_options o = {.time_limit_s = seconds, .threads = n_threads, .deterministic = deterministic, .no_paging = no_paging, .no_remat = no_remat,
@@ -160,6 +169,12 @@ int cmd_plan(int argc, char **argv)
                               have ? n_levels : 0, sparsity_bp, level_sim, level_params, &ram};
                 rc = print_report(&rep, json);
                 if (have) warn_ram(&p, &sim, &ram);
+                if (!rc && !have && !src.instance && p.budget_bytes < p.min_budget_bytes) {
+                    fix_question q = {src.model, src.onnx, src.train, inst.batch, &inst.device, p.budget_bytes,
+                                      strcmp(budget, "ram") == 0, POET_OPT_SGD, DEVICE_CHUNK, UINT64_MAX};
+                    if (q.whole_ram) explain_ram(&inst.device, &ram, p.budget_bytes, p.min_budget_bytes);
+                    suggest_fix(&q);
+                }
                 if (!rc && !have && !allow_infeasible) rc = EXIT_NO_SCHEDULE;
             }
             poet_plan_result_free(&r);

@@ -12,7 +12,8 @@
 static const char SWEEP_HELP[] =
     "usage: poet sweep ((--model NAME | --onnx FILE) --device DEV [--batch N] | --instance FILE)\n"
     "                  [--from BYTES|PCT%] [--to BYTES|PCT%] [--points N]\n"
-    "                  [--runtime-factor F[,F...]] [--series LIST] [--time-limit S]\n"
+    "                  [--runtime-factor F[,F...]] [--runtime-model serial|compute]\n"
+    "                  [--series LIST] [--time-limit S]\n"
     "                  [--train SPEC] [--svg FILE] [--json] [--quiet]\n"
     "Plans the model at N budgets evenly spaced from --from (default: the floor,\n"
     "the largest stage) to --to (default 100% of the keep-all peak), for each\n"
@@ -25,7 +26,8 @@ static const char SWEEP_HELP[] =
     "  --points N        2 to 100 (default 8)\n"
     "  --train SPEC      what trains: all (default), biases, last:N, ratio:R or mask:FILE\n"
     "                    (+frozen-bn, +masks, +ratio:R)\n"
-    "  --time-limit S    per point for fast and milp, default 10 s\n";
+    "  --time-limit S    per point for fast and milp, default 10 s\n"
+RUNTIME_MODEL_HELP;
 
 enum { MAX_SERIES = 16, MAX_FACTORS = 8 };
 
@@ -225,7 +227,7 @@ static void on_point(void *ctx, const poet_sweep_point *pt)
 
 typedef struct sweep_args {
     graph_src src;
-    const char *from, *to, *points, *factors, *series, *limit, *svg;
+    const char *from, *to, *points, *factors, *series, *limit, *svg, *runtime_model;
     bool json, quiet;
 } sweep_args;
 
@@ -242,6 +244,9 @@ static int run_sweep(const sweep_args *a, poet_instance *inst)
     if (n_factors <= 0) return usage_error(cmd, "--runtime-factor takes up to 8 numbers from 1 to 1e6, got", a->factors);
     int n_budgets = 8;
     if (a->points && !parse_int(a->points, 2, 100, &n_budgets)) return usage_error(cmd, "--points must be 2 to 100, got", a->points);
+    bool counts_paging;
+    if (!parse_runtime_model(a->runtime_model, &counts_paging))
+        return usage_error(cmd, "--runtime-model must be serial or compute, got", a->runtime_model);
     double seconds = 10;
     if (a->limit && !parse_time_limit(a->limit, &seconds))
         return usage_error(cmd, "--time-limit must be seconds in (0, 86400], got", a->limit);
@@ -262,8 +267,8 @@ static int run_sweep(const sweep_args *a, poet_instance *inst)
             budgets[b] = lo + (uint64_t)((double)(hi - lo) * b / (n_budgets - 1));
         poet_plan_options o = {.time_limit_s = seconds, .threads = 1, .deterministic = true};
         bool quiet = a->quiet || a->json;
-        if (poet_sweep(inst, series, n_series, budgets, n_budgets, factors, n_factors, &o, pts, quiet ? NULL : on_point,
-                       series, &err))
+        poet_sweep_grid grid = {budgets, n_budgets, factors, n_factors, counts_paging};
+        if (poet_sweep(inst, series, n_series, &grid, &o, pts, quiet ? NULL : on_point, series, &err))
             rc = lib_error(&err);
     }
     if (!rc) {
@@ -288,6 +293,7 @@ int cmd_sweep(int argc, char **argv)
                   {"--from", true, &a.from, NULL},       {"--to", true, &a.to, NULL},
                   {"--points", true, &a.points, NULL},   {"--runtime-factor", true, &a.factors, NULL},
                   {"--series", true, &a.series, NULL},   {"--time-limit", true, &a.limit, NULL},
+                  {"--runtime-model", true, &a.runtime_model, NULL},
                   OUTPUT_OPT("--svg", a.svg),         {"--json", false, NULL, &a.json},
                   {"--quiet", false, NULL, &a.quiet},    {NULL, false, NULL, NULL}};
     int rc = parse_opts("sweep", argc, argv, opts, &help);

@@ -14,6 +14,7 @@
 static const char TRAIN_HELP[] =
     "usage: poet train (--model NAME | --onnx FILE) --device DEV\n"
     "                  (--budget BYTES|PCT%|ram [--planner NAME] [--runtime-factor F]\n"
+    "                   [--runtime-model M]\n"
     "                   [--time-limit S] | --schedule FILE)\n"
     "                  [--train SPEC] [--data NAME|FILE [--labels FILE]] [--data-dir DIR]\n"
     "                  [--test-data FILE [--test-labels FILE] | --test-split F]\n"
@@ -29,6 +30,7 @@ static const char TRAIN_HELP[] =
     "  --train SPEC        what trains: all (default), biases, last:N, ratio:R or mask:FILE\n"
     "                    (+frozen-bn, +masks, +ratio:R)\n"
     "                      (docs/partial.md); frozen tensors keep their weights\n"
+RUNTIME_MODEL_HELP
     "  --budget            as poet plan reads it (ram: the device's RAM less the\n"
     "                      weights, gradients and optimizer state)\n"
     "  --schedule FILE     train under a schedule from poet plan --out instead of\n"

@@ -18,7 +18,8 @@ static const char UPDATE_HELP[] =
     "                   [--reinit] [--always-send]\n"
     "                   [--device DEV] [--budget B | --schedule FILE] [--batch N]\n"
     "                   [--seed S] [--optimizer sgd|adam] [--lr X] [--out DIR [--overwrite]] [--json]\n"
-    "                   [--planner NAME] [--runtime-factor F] [--time-limit S] [--train SPEC]\n"
+    "                   [--planner NAME] [--runtime-factor F] [--runtime-model M] [--time-limit S]\n"
+    "                   [--train SPEC]\n"
     "Deep partial updating (docs/update.md): the server keeps deployed devices\n"
     "current while its data grows, sending a few percent of the weights a round.\n"
     "Round r retrains the deployed model on the first START + (r-1)*STEP examples\n"
@@ -27,6 +28,7 @@ static const char UPDATE_HELP[] =
     "fine-tunes the kept ones and sends them with every bias as a patch. Round 1\n"
     "deploys the first model whole. A round whose rewound model is less accurate\n"
     "on validation than the deployed one sends nothing (unless --always-send).\n"
+RUNTIME_MODEL_HELP
     "  --method        dpu (default): global and local contributions; gcpu: global\n"
     "                  only; rpu: a random subset; prune: the largest weights, the\n"
     "                  rest zero; full: every weight\n"

@@ -57,6 +57,7 @@ int print_report(const report *r, bool json)
         cJSON_AddNumberToObject(o, "budget_bytes", (double)p->budget_bytes);
         cJSON_AddNumberToObject(o, "runtime_factor", p->runtime_factor);
         cJSON_AddNumberToObject(o, "runtime_budget_s", p->runtime_budget_s);
+        cJSON_AddStringToObject(o, "runtime_model", p->runtime_counts_paging ? "serial" : "compute");
         cJSON_AddNumberToObject(o, "keep_all_peak_bytes", (double)p->keep_all_peak_bytes);
         cJSON_AddNumberToObject(o, "min_budget_bytes", (double)p->min_budget_bytes);
         cJSON_AddNumberToObject(o, "full_memory_energy_j", p->full_memory_energy_j);
@@ -71,6 +72,7 @@ int print_report(const report *r, bool json)
         add_num_or_null(o, "placed_peak_bytes", m, m ? (double)m->placed_peak_bytes : 0);
         add_num_or_null(o, "compute_time_s", m, m ? m->compute_time_s : 0);
         add_num_or_null(o, "time_with_paging_s", m, m ? m->time_with_paging_s : 0);
+        add_num_or_null(o, "transfer_time_s", m, m ? m->transfer_time_s : 0);
         add_num_or_null(o, "recomputations", m, m ? m->recomputations : 0);
         add_num_or_null(o, "page_ins", m, m ? m->page_ins : 0);
         add_num_or_null(o, "page_outs", m, m ? m->page_outs : 0);
@@ -104,8 +106,9 @@ int print_report(const report *r, bool json)
                format_bytes(m->placed_peak_bytes, a), p->inst->device.ram_bytes ? " of " : "",
                p->inst->device.ram_bytes ? format_bytes(p->inst->device.ram_bytes, d) : "");
     }
-    printf("  %-15s %.6g s compute (POET's accounting), %.6g s with paging (one DMA channel)\n", "time",
-           m->compute_time_s, m->time_with_paging_s);
+    printf("  %-15s %.6g s compute + %.6g s transfers, %.6g s with them overlapped (one DMA channel); the limit, "
+           "%.6g s, bounds %s\n", "time", m->compute_time_s, m->transfer_time_s, m->time_with_paging_s,
+           p->runtime_budget_s, p->runtime_counts_paging ? "both (--runtime-model serial)" : "compute alone (POET's)");
     printf("  %-15s %d recomputations, %d page-ins, %d page-outs\n", "operations", m->recomputations, m->page_ins,
            m->page_outs);
     printf("  %-15s %.0f B of weights and buffers (outside the budget)\n", "parameters", p->inst->parameter_bytes);

@@ -37,6 +37,7 @@ int check_and_simulate(loaded *l, poet_problem *p, poet_sim *sim, poet_mem_trace
 {
     poet_err err = {0};
     if (poet_problem_init(p, &l->graph, l->s.budget_bytes, l->s.runtime_factor, &err)) return lib_error(&err);
+    p->runtime_counts_paging = l->s.runtime_counts_paging;
     if (poet_schedule_validate(p, &l->s, &err)) {
         fprintf(stderr, "poet: invalid schedule: %s\n", err.msg);
         poet_problem_free(p);

@@ -7,9 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "advice.h"
+
 int train_opts_check(const char *cmd, const train_opts *t, train_values *v)
 {
-    *v = (train_values){0, 1, 1.5, 0, poet_optimizer_default(POET_OPT_SGD), NULL, NULL, DEVICE_CHUNK, UINT64_MAX};
+    *v = (train_values){0, 1, 1.5, 0, poet_optimizer_default(POET_OPT_SGD), NULL, NULL, DEVICE_CHUNK, UINT64_MAX, true};
     if (!t->model == !t->onnx) return usage_error(cmd, "give exactly one of --model and --onnx", NULL);
     if (!t->device) return usage_error(cmd, "--device is required", NULL);
     if (!t->budget == !t->schedule) return usage_error(cmd, "give --budget, or --schedule FILE from poet plan --out", NULL);
@@ -22,6 +24,10 @@ int train_opts_check(const char *cmd, const train_opts *t, train_values *v)
         return usage_error(cmd, "--seed must be an integer from 0 to 2^64-1, got", t->seed);
     if (t->factor && !(parse_real(t->factor, &v->rho) && v->rho >= 1 && v->rho <= 1e6))
         return usage_error(cmd, "--runtime-factor must be a number from 1 to 1e6, got", t->factor);
+    if (t->schedule && t->runtime_model)
+        return usage_error(cmd, "--schedule holds its runtime model: leave out --runtime-model", NULL);
+    if (!parse_runtime_model(t->runtime_model, &v->counts_paging))
+        return usage_error(cmd, "--runtime-model must be serial or compute, got", t->runtime_model);
     if (t->time_limit && !parse_time_limit(t->time_limit, &v->time_limit_s))
         return usage_error(cmd, "--time-limit must be seconds in (0, 86400], got", t->time_limit);
     if (t->optimizer) {
@@ -65,6 +71,7 @@ static int use_schedule(session *s, const char *path, const char *what)
     if (rc) return rc;
     const poet_schedule *sc = &s->plan.schedule;
     if (poet_problem_init(&s->p, &s->inst, sc->budget_bytes, sc->runtime_factor, &err)) return lib_error(&err);
+    s->p.runtime_counts_paging = sc->runtime_counts_paging;
     if (poet_schedule_validate(&s->p, sc, &err)) {
         fprintf(stderr, "poet: %s does not fit %s at batch %d on %s: %s\n", path, what, s->g->batch,
                 s->inst.device.name, err.msg);
@@ -79,6 +86,7 @@ static int plan_now(const char *cmd, session *s, const train_opts *t, const trai
 {
     poet_err err = {0};
     if (poet_problem_init(&s->p, &s->inst, 0, v->rho, &err)) return lib_error(&err);
+    s->p.runtime_counts_paging = v->counts_paging;
     int rc = resolve_budget(cmd, t->budget, &s->p, &s->ram, &s->p.budget_bytes);
     if (rc) return rc;
     poet_plan_options o = {.time_limit_s = v->time_limit_s, .threads = 1, .deterministic = true};
@@ -87,6 +95,12 @@ static int plan_now(const char *cmd, session *s, const train_opts *t, const trai
         fprintf(stderr, "poet: cannot train %s under %llu B: planner %s says %s%s%s\n", what,
                 (unsigned long long)s->p.budget_bytes, v->planner, poet_plan_status_str(s->plan.status),
                 s->plan.note[0] ? ": " : "", s->plan.note);
+        if (s->p.budget_bytes < s->p.min_budget_bytes) {
+            fix_question q = {t->model, t->onnx, t->train, s->g->batch, &s->inst.device, s->p.budget_bytes,
+                              strcmp(t->budget, "ram") == 0, v->opt.kind, v->chunk, v->fixed_ram_bytes};
+            if (q.whole_ram) explain_ram(&s->inst.device, &s->ram, s->p.budget_bytes, s->p.min_budget_bytes);
+            suggest_fix(&q);
+        }
         return EXIT_NO_SCHEDULE;
     }
     return 0;

@@ -8,7 +8,7 @@
 /* The options that say what to train and how. */
 typedef struct train_opts {
     const char *model, *onnx, *device, *budget, *data, *data_dir, *planner, *factor, *batch, *seed, *optimizer, *lr;
-    const char *time_limit, *schedule, *train;
+    const char *time_limit, *schedule, *train, *runtime_model;
     const char *labels, *test_data, *test_labels, *test_split; /* DATA_OPTS' */
 } train_opts;
 
@@ -18,7 +18,8 @@ typedef struct train_opts {
         {"--runtime-factor", true, &(t).factor, NULL}, {"--batch", true, &(t).batch, NULL},                         \
         {"--seed", true, &(t).seed, NULL}, {"--optimizer", true, &(t).optimizer, NULL},                             \
         {"--lr", true, &(t).lr, NULL}, {"--time-limit", true, &(t).time_limit, NULL},                             \
-        {"--schedule", true, &(t).schedule, NULL}, {"--train", true, &(t).train, NULL}
+        {"--schedule", true, &(t).schedule, NULL}, {"--train", true, &(t).train, NULL},                             \
+        {"--runtime-model", true, &(t).runtime_model, NULL}
 
 /* ... and those of the commands that train on a data set. */
 #define DATA_OPTS(t)                                                                                              \
@@ -43,6 +44,7 @@ typedef struct train_values {
     const char *planner, *data;
     uint32_t chunk;           /* the device's im2col chunk (--chunk; DEVICE_CHUNK) */
     uint64_t fixed_ram_bytes; /* the firmware's RAM; UINT64_MAX: the profile's */
+    bool counts_paging;       /* --runtime-model serial */
 } train_values;
 
 /* Checks the options (cmd names the command in messages); 0 or an exit code. */

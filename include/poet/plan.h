@@ -62,7 +62,7 @@ typedef struct poet_plan_result {
      * moment here, or nothing for its end, and poet_plan turns it into
      * seconds) */
     double found_seconds;
-    char note[256];         /* why no schedule, or what bounds the answer */
+    char note[512];         /* why no schedule, or what bounds the answer */
 } poet_plan_result;
 
 typedef struct poet_planner_def {
@@ -104,13 +104,22 @@ typedef struct poet_sweep_point {
     int recomputations, page_ins, page_outs;
 } poet_sweep_point;
 
+/* The budgets and runtime factors a sweep plans at, and how their problems
+ * count the runtime (poet_problem.runtime_counts_paging). */
+typedef struct poet_sweep_grid {
+    const uint64_t *budgets;
+    int n_budgets;
+    const double *factors;
+    int n_factors;
+    bool runtime_counts_paging;
+} poet_sweep_grid;
+
 /* Plans inst with every series at every budget and runtime factor (in that
  * nesting: factor, budget, series) and simulates each schedule; out holds
  * n_factors * n_budgets * n_series points. progress (may be NULL) is called
  * after each point. */
 poet_status poet_sweep(const poet_instance *inst, const poet_sweep_series *series, int n_series,
-                       const uint64_t *budgets, int n_budgets, const double *factors, int n_factors,
-                       const poet_plan_options *o, poet_sweep_point *out,
+                       const poet_sweep_grid *grid, const poet_plan_options *o, poet_sweep_point *out,
                        void (*progress)(void *ctx, const poet_sweep_point *pt), void *ctx, poet_err *err);
 
 #ifdef __cplusplus

@@ -28,6 +28,11 @@ typedef struct poet_problem {
     uint64_t budget_bytes;
     double runtime_factor;   /* POET's rho */
     double runtime_budget_s; /* rho * sum of compute times */
+    /* What the runtime budget bounds: false (poet_problem_init's, POET's
+     * accounting) the compute time alone; true the serial sum of compute and
+     * every page-in and page-out, a safe bound on the step's time on a device
+     * whatever its transfers overlap (poet's command line by default). */
+    bool runtime_counts_paging;
     uint64_t keep_all_peak_bytes, min_budget_bytes;
     int min_budget_node; /* the node whose stage sets min_budget_bytes */
     double full_memory_energy_j, full_memory_time_s;
@@ -52,6 +57,7 @@ typedef struct poet_schedule {
     char planner[32];
     uint64_t budget_bytes;   /* the budget it was planned for */
     double runtime_factor;
+    bool runtime_counts_paging; /* the problem's, when it was planned */
     uint32_t graph_hash;     /* poet_instance_hash of the graph it was planned for */
 } poet_schedule;
 
@@ -72,6 +78,12 @@ static inline void poet_sched_set(poet_schedule *s, int m, int t, int i, bool v)
     *w = v ? (*w | bit) : (*w & ~bit);
 }
 
+/* The seconds a transfer of `seconds` counts against p's runtime budget. */
+static inline double poet_transfer_counted_s(const poet_problem *p, double seconds)
+{
+    return p->runtime_counts_paging ? seconds : 0;
+}
+
 /* Fingerprint of a graph's structure and sizes (FNV-1a), so that a schedule
  * is never applied to a graph it was not planned for. */
 uint32_t poet_instance_hash(const poet_instance *inst);
@@ -80,6 +92,7 @@ uint32_t poet_instance_hash(const poet_instance *inst);
 typedef struct poet_sim {
     double compute_j, pagein_j, pageout_j, energy_j;
     double compute_time_s;     /* POET's accounting: compute only */
+    double transfer_time_s;    /* every page-in and page-out, one after the other */
     double time_with_paging_s; /* one CPU and one DMA channel; see docs/schedules.md */
     uint64_t peak_ram_bytes;   /* POET's stage accounting */
     int peak_stage, peak_node;
@@ -163,7 +176,7 @@ poet_status poet_schedule_parse_json(const char *text, size_t len, poet_schedule
 poet_status poet_schedule_encode(const poet_schedule *s, uint8_t **data, size_t *len, poet_err *err);
 poet_status poet_schedule_decode(const uint8_t *data, size_t len, poet_schedule *s, poet_err *err);
 
-#define POET_SCHEDULE_BINARY_VERSION 0x50530001u /* "PS", format 1 */
+#define POET_SCHEDULE_BINARY_VERSION 0x50530002u /* "PS", format 2 (format 1, without flags, is read too) */
 
 #ifdef __cplusplus
 }

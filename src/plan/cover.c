@@ -155,6 +155,10 @@ static void cover_returns(cover *c, bool remat, bool paging)
         int row = lp_add_row(&c->l, -LP_INF, 0);
         lp_coef(&c->l, row, c->y[i], 1), lp_coef(&c->l, row, c->o[i], -1);
         lp_coef(&c->l, runtime, c->x[i], n[i].time_s / time);
+        /* a counted transfer is one a schedule makes: its time where the runtime counts transfers (the staged
+         * returns leave theirs out, which only weakens the bound) */
+        lp_coef(&c->l, runtime, c->y[i], poet_transfer_counted_s(p, n[i].pagein_s) / time);
+        lp_coef(&c->l, runtime, c->o[i], poet_transfer_counted_s(p, n[i].pageout_s) / time);
     }
     for (int g = 0; g < c->n_gaps; g++) { /* staged, the returns are cover_staged_returns' */
         int i = c->gap_tensor[g];
@@ -167,6 +171,7 @@ static void cover_returns(cover *c, bool remat, bool paging)
         row = lp_add_row(&c->l, -LP_INF, 1);
         lp_coef(&c->l, row, c->r[g], 1), lp_coef(&c->l, row, c->q[g], 1);
         lp_coef(&c->l, runtime, c->r[g], n[i].time_s / time);
+        lp_coef(&c->l, runtime, c->q[g], poet_transfer_counted_s(p, n[i].pagein_s) / time);
     }
     for (int u = 0; remat && !c->staged && u < p->T; u++) cover_inputs_back(c, c->x[u], -1, u, p->last_use[u]);
 }

@@ -246,7 +246,10 @@ static score build_pass(search *c)
         /* page-outs and page-ins of the paged tensors this stage concerns */
         FOR_EACH_BIT(c->concerns + (size_t)t * c->words, c->words, i)
         {
-            if (t == i + 1) bit_set(sched_row_mut(&c->s, POET_MOUT, t), i), v.energy_j += n[i].pageout_j;
+            if (t == i + 1) {
+                bit_set(sched_row_mut(&c->s, POET_MOUT, t), i), v.energy_j += n[i].pageout_j;
+                v.time_s += poet_transfer_counted_s(p, n[i].pageout_s);
+            }
             /* in again for its next use, unless it is in RAM */
             bool used_next = t + 1 < c->T && bit_get(c->uses + (size_t)i * c->words, t + 1);
             bool missing = used_next && on_storage(i, t) && !bit_get(c->next, i) && !bit_get(c->res, i) &&
@@ -259,6 +262,7 @@ static score build_pass(search *c)
                 continue;
             if (missing) {
                 bit_set(sched_row_mut(&c->s, POET_MIN, t), i), v.energy_j += n[i].pagein_j;
+                v.time_s += poet_transfer_counted_s(p, n[i].pagein_s);
                 bit_set(c->next, i);
             }
         }

@@ -131,9 +131,14 @@ static void add_runtime(model *m)
 {
     if (!isfinite(m->p->runtime_budget_s)) return;
     int row = lp_add_row(&m->lp, -LP_INF, m->p->runtime_factor);
+    const poet_cnode *n = m->p->inst->nodes;
     for (int t = 0; t < m->T; t++)
-        for (int i = 0; i <= t; i++)
-            lp_coef(&m->lp, row, AT(R, t, i), m->time_scale * m->p->inst->nodes[i].time_s);
+        for (int i = 0; i <= t; i++) {
+            lp_coef(&m->lp, row, AT(R, t, i), m->time_scale * n[i].time_s);
+            if (!m->p->runtime_counts_paging) continue;
+            lp_coef(&m->lp, row, AT(I, t, i), m->time_scale * n[i].pagein_s); /* absent ones are -1: skipped */
+            lp_coef(&m->lp, row, AT(O, t, i), m->time_scale * n[i].pageout_s);
+        }
 }
 
 void form_free(model *m)

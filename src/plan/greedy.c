@@ -25,6 +25,8 @@ typedef struct engine {
     bool *recomputed;  /* computed again after its own stage */
     double *tau_prefix; /* sum of compute times of nodes [0, i) */
     double debt_s;      /* compute time of recomputations promised by evictions */
+    double transfer_s;  /* the transfers so far, as the runtime budget counts them */
+    bool time_bound;    /* an eviction was refused for the runtime budget's sake */
     double *owed_s;
     double compute_s;   /* compute time of the stages built so far */
     uint64_t *C, *K, *drop; /* this stage: computed, kept for the next, not to keep */
@@ -96,7 +98,7 @@ typedef struct choice {
 
 /* The action the mode takes for resident tensor v in stage t, and its
  * score (bytes freed per joule, times how long the bytes stay freed). */
-static choice evaluate(const engine *e, int v, int t, double stage_s)
+static choice evaluate(engine *e, int v, int t, double stage_s)
 {
     const poet_cnode *n = &e->p->inst->nodes[v];
     choice c = {v, EVICT_NONE, 0};
@@ -107,8 +109,11 @@ static choice evaluate(const engine *e, int v, int t, double stage_s)
     double page_j = (e->stored_from[v] < e->p->T ? 0 : n->pageout_j) + n->pagein_j;
     double page_s = (e->stored_from[v] < e->p->T ? 0 : n->pageout_s) + n->pagein_s;
     bool hides = page_s <= compute_between(e, s, u);
-    double slack = e->p->runtime_budget_s - (e->compute_s + stage_s + base_rest(e, t) + e->debt_s);
-    bool can_remat = (e->mode == GREEDY_REMAT || e->mode == GREEDY_HYBRID) && n->time_s <= slack;
+    double slack = e->p->runtime_budget_s - (e->compute_s + stage_s + base_rest(e, t) + e->debt_s + e->transfer_s);
+    bool remat_mode = e->mode == GREEDY_REMAT || e->mode == GREEDY_HYBRID, can_remat = remat_mode && n->time_s <= slack;
+    bool in_time = poet_transfer_counted_s(e->p, page_s) <= slack;
+    e->time_bound |= (can_page && !in_time) || (remat_mode && !can_remat);
+    can_page = can_page && in_time;
     if (can_page && (hides || !can_remat))
         c.kind = EVICT_PAGE, c.score = (double)n->bytes * (u - t) / (page_j + 1e-30);
     else if (can_remat)
@@ -149,6 +154,8 @@ static void evict(engine *e, uint64_t *S, choice c, int t)
     }
     if (c.kind == EVICT_PAGE) {
         int s = p >= e->since[v] ? p : e->since[v];
+        const poet_cnode *n = &e->p->inst->nodes[v];
+        e->transfer_s += poet_transfer_counted_s(e->p, n->pagein_s + (e->stored_from[v] == e->p->T ? n->pageout_s : 0));
         if (e->stored_from[v] == e->p->T) {
             poet_sched_set(e->s, POET_MOUT, s, v, true);
             e->stored_from[v] = s + 1;
@@ -212,8 +219,9 @@ static bool build_stage(engine *e, int t, poet_plan_result *r)
         if (peak <= e->budget || e->mode == GREEDY_KEEP || e->mode == GREEDY_CHEN) break;
         choice c = choose_victim(e, S, t);
         if (c.kind == EVICT_NONE) {
-            snprintf(r->note, sizeof r->note, "stage %d needs %llu bytes with nothing left to evict", t,
-                     (unsigned long long)peak);
+            snprintf(r->note, sizeof r->note, "stage %d needs %llu bytes with nothing left to evict%s", t,
+                     (unsigned long long)peak,
+                     e->time_bound ? " within the runtime limit (a larger --runtime-factor leaves room)" : "");
             return false;
         }
         evict(e, S, c, t);

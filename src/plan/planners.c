@@ -88,6 +88,28 @@ const char *poet_plan_status_str(poet_plan_status s)
     return "no schedule found";
 }
 
+/* Why no schedule fits below the floor: the stage, its node, and the
+ * tensors that must be in RAM with it there. */
+static void explain_floor(const poet_problem *p, char *note, size_t cap)
+{
+    int v = p->min_budget_node, shown = 0, k = p->in_start[v];
+    const poet_cnode *n = p->inst->nodes;
+    size_t at = (size_t)snprintf(note, cap,
+                                 "no schedule fits in %llu bytes: stage %d computes node %d '%.32s' (%.16s), whose %llu B "
+                                 "output and inputs must be in RAM at once",
+                                 (unsigned long long)p->budget_bytes, v, v, n[v].name, n[v].op,
+                                 (unsigned long long)n[v].bytes);
+    for (; k < p->in_start[v + 1] && shown < 3 && at < cap; k++, shown++) {
+        int u = p->in[k];
+        at += (size_t)snprintf(note + at, cap - at, "%s'%.32s' %llu B", shown ? ", " : ": ", n[u].name,
+                               (unsigned long long)n[u].bytes);
+    }
+    int more = p->in_start[v + 1] - k;
+    if (at < cap && more) at += (size_t)snprintf(note + at, cap - at, " and %d more", more);
+    if (at < cap)
+        snprintf(note + at, cap - at, "; %llu bytes at least", (unsigned long long)p->min_budget_bytes);
+}
+
 poet_status poet_plan(const char *planner, const poet_problem *p, const poet_plan_options *o, poet_plan_result *r,
                       poet_err *err)
 {
@@ -103,12 +125,7 @@ poet_status poet_plan(const char *planner, const poet_problem *p, const poet_pla
     double start = host_now_s();
     if (p->budget_bytes < p->min_budget_bytes) {
         r->status = POET_PLAN_INFEASIBLE;
-        const poet_cnode *n = &p->inst->nodes[p->min_budget_node];
-        snprintf(r->note, sizeof r->note,
-                 "no schedule fits in %llu bytes: node %d '%.32s' (%.16s) and its inputs must be in RAM at once, "
-                 "%llu bytes at least",
-                 (unsigned long long)p->budget_bytes, p->min_budget_node, n->name, n->op,
-                 (unsigned long long)p->min_budget_bytes);
+        explain_floor(p, r->note, sizeof r->note);
         return POET_OK;
     }
     progress_begin(def->name, o);
@@ -128,6 +145,7 @@ poet_status poet_plan(const char *planner, const poet_problem *p, const poet_pla
         snprintf(s->planner, sizeof s->planner, "%s", def->name);
         s->budget_bytes = p->budget_bytes;
         s->runtime_factor = p->runtime_factor;
+        s->runtime_counts_paging = p->runtime_counts_paging;
         s->graph_hash = poet_instance_hash(p->inst);
         poet_err why = {0};
         if (poet_schedule_validate(p, s, &why)) {

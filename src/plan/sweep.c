@@ -38,24 +38,24 @@ static poet_status sweep_point(const poet_problem *p, const poet_sweep_series *s
 }
 
 poet_status poet_sweep(const poet_instance *inst, const poet_sweep_series *series, int n_series,
-                       const uint64_t *budgets, int n_budgets, const double *factors, int n_factors,
-                       const poet_plan_options *o, poet_sweep_point *out,
+                       const poet_sweep_grid *grid, const poet_plan_options *o, poet_sweep_point *out,
                        void (*progress)(void *ctx, const poet_sweep_point *pt), void *ctx, poet_err *err)
 {
     for (int s = 0; s < n_series; s++)
         if (!poet_planner_find(series[s].planner))
             return poet_fail(err, POET_ERR_NOT_FOUND, "sweep: unknown planner '%s'", series[s].planner);
     poet_sweep_point *pt = out;
-    for (int f = 0; f < n_factors; f++)
-        for (int b = 0; b < n_budgets; b++) {
+    for (int f = 0; f < grid->n_factors; f++)
+        for (int b = 0; b < grid->n_budgets; b++) {
             poet_problem p;
-            poet_status st = poet_problem_init(&p, inst, budgets[b], factors[f], err);
+            poet_status st = poet_problem_init(&p, inst, grid->budgets[b], grid->factors[f], err);
             if (st) return st;
+            p.runtime_counts_paging = grid->runtime_counts_paging;
             for (int s = 0; s < n_series && !st; s++, pt++) {
                 memset(pt, 0, sizeof *pt);
                 pt->series = s;
-                pt->budget_bytes = budgets[b];
-                pt->runtime_factor = factors[f];
+                pt->budget_bytes = grid->budgets[b];
+                pt->runtime_factor = grid->factors[f];
                 st = sweep_point(&p, &series[s], o, pt, err);
                 if (!st && progress) progress(ctx, pt);
             }

@@ -144,6 +144,7 @@ char *poet_schedule_to_json(const poet_schedule *s, const poet_instance *graph)
               cJSON_AddStringToObject(doc, "planner", s->planner) && json_add_exact(doc, "T", s->T) &&
               json_add_exact(doc, "budget_bytes", (double)s->budget_bytes) &&
               json_add_exact(doc, "runtime_factor", s->runtime_factor) &&
+              (!s->runtime_counts_paging || cJSON_AddBoolToObject(doc, "runtime_counts_paging", true)) &&
               json_add_exact(doc, "graph_hash", s->graph_hash);
     for (int e = 0; ok && e < 3; e++) ok = add_item(doc, EVENT_KEY[e], int_tuples(&sp, e, sp.n[e], 2));
     ok = ok && add_item(doc, "hold", int_tuples(&sp, 3, sp.n_holds, 3));
@@ -188,7 +189,8 @@ poet_status poet_schedule_parse_json(const char *text, size_t len, poet_schedule
                                      poet_err *err)
 {
     static const char *const keys[] = {"format", "version", "planner", "T", "budget_bytes", "runtime_factor",
-                                       "graph_hash", "recompute", "page_in", "page_out", "hold", "graph", NULL};
+                                       "runtime_counts_paging", "graph_hash", "recompute", "page_in", "page_out",
+                                       "hold", "graph", NULL};
     const char *what = "schedule";
     cJSON *doc = NULL;
     poet_status st = json_parse(text, len, what, &doc, err);
@@ -196,6 +198,7 @@ poet_status poet_schedule_parse_json(const char *text, size_t len, poet_schedule
     char format[32] = "", planner[32] = "";
     int64_t version = 0, T = 0, hash = 0;
     double budget = 0, factor = 1;
+    bool counts_paging = false;
     if (!(st = json_only_keys(doc, keys, what, err)) &&
         !(st = json_string(doc, "format", true, NULL, format, sizeof format, what, err)) &&
         strcmp(format, "poet-schedule") != 0)
@@ -207,11 +210,13 @@ poet_status poet_schedule_parse_json(const char *text, size_t len, poet_schedule
     if (!st) st = json_integer(doc, "T", 1, POET_MAX_PLAN_NODES, true, 0, &T, what, err);
     if (!st) st = json_number(doc, "budget_bytes", 0, (double)POET_MAX_BUDGET_BYTES, true, 0, &budget, what, err);
     if (!st) st = json_number(doc, "runtime_factor", 1, 1e6, true, 1, &factor, what, err);
+    if (!st) st = json_bool(doc, "runtime_counts_paging", false, false, &counts_paging, what, err);
     if (!st) st = json_integer(doc, "graph_hash", 0, UINT32_MAX, false, 0, &hash, what, err);
     if (!st && !(st = poet_schedule_init(s, (int)T, err))) {
         snprintf(s->planner, sizeof s->planner, "%s", planner);
         s->budget_bytes = (uint64_t)budget;
         s->runtime_factor = factor;
+        s->runtime_counts_paging = counts_paging;
         s->graph_hash = (uint32_t)hash;
         set_diagonal(s);
         if ((st = read_lists(doc, s, err))) poet_schedule_free(s);
@@ -263,6 +268,8 @@ static void put_le(wbuf *w, uint64_t v, int bytes)
     for (int k = 0; k < bytes; k++) put_byte(w, (uint8_t)(v >> (8 * k)));
 }
 
+enum { SCHEDULE_COUNTS_PAGING = 1 }; /* format 2's flags: the runtime budget counted transfers */
+
 poet_status poet_schedule_encode(const poet_schedule *s, uint8_t **data, size_t *len, poet_err *err)
 {
     sparse sp;
@@ -276,6 +283,7 @@ poet_status poet_schedule_encode(const poet_schedule *s, uint8_t **data, size_t 
     memcpy(&bits, &s->runtime_factor, sizeof bits);
     put_le(&w, bits, 8);
     put_le(&w, s->graph_hash, 4);
+    put_varint(&w, s->runtime_counts_paging ? SCHEDULE_COUNTS_PAGING : 0); /* format 2's flags */
     size_t name_len = 0;
     while (name_len < sizeof s->planner - 1 && s->planner[name_len]) name_len++;
     put_varint(&w, name_len);
@@ -379,8 +387,8 @@ poet_status poet_schedule_decode(const uint8_t *data, size_t len, poet_schedule 
     uint32_t version = (uint32_t)data[0] | (uint32_t)data[1] << 8 | (uint32_t)data[2] << 16 | (uint32_t)data[3] << 24;
     if ((version >> 16) != (POET_SCHEDULE_BINARY_VERSION >> 16))
         return poet_fail(err, POET_ERR_PARSE, "schedule binary: not a poet schedule (version word %08x)", version);
-    if (version != POET_SCHEDULE_BINARY_VERSION)
-        return poet_fail(err, POET_ERR_UNSUPPORTED, "schedule binary: format %u is not supported (this poet reads %u)",
+    if ((version & 0xffff) < 1 || version > POET_SCHEDULE_BINARY_VERSION)
+        return poet_fail(err, POET_ERR_UNSUPPORTED, "schedule binary: format %u is not supported (this poet reads 1 to %u)",
                          version & 0xffff, POET_SCHEDULE_BINARY_VERSION & 0xffff);
     uint32_t want = (uint32_t)data[len - 4] | (uint32_t)data[len - 3] << 8 | (uint32_t)data[len - 2] << 16 |
                     (uint32_t)data[len - 1] << 24;
@@ -390,6 +398,7 @@ poet_status poet_schedule_decode(const uint8_t *data, size_t len, poet_schedule 
     uint64_t T = get_varint(&r, POET_MAX_PLAN_NODES), budget = get_varint(&r, POET_MAX_BUDGET_BYTES);
     uint64_t bits = get_le(&r, 8);
     uint32_t hash = (uint32_t)get_le(&r, 4);
+    uint64_t flags = (version & 0xffff) >= 2 ? get_varint(&r, SCHEDULE_COUNTS_PAGING) : 0;
     uint64_t name_len = get_varint(&r, 31);
     double factor;
     memcpy(&factor, &bits, sizeof factor);
@@ -403,6 +412,7 @@ poet_status poet_schedule_decode(const uint8_t *data, size_t len, poet_schedule 
     r.pos += name_len;
     s->budget_bytes = budget;
     s->runtime_factor = factor;
+    s->runtime_counts_paging = flags & SCHEDULE_COUNTS_PAGING;
     s->graph_hash = hash;
     set_diagonal(s);
     st = decode_body(&r, s, err);

@@ -39,6 +39,7 @@ poet_status poet_schedule_copy(poet_schedule *dst, const poet_schedule *src, poe
     memcpy(dst->planner, src->planner, sizeof dst->planner);
     dst->budget_bytes = src->budget_bytes;
     dst->runtime_factor = src->runtime_factor;
+    dst->runtime_counts_paging = src->runtime_counts_paging;
     dst->graph_hash = src->graph_hash;
     return POET_OK;
 }
@@ -50,6 +51,7 @@ bool poet_schedule_equal(const poet_schedule *a, const poet_schedule *b)
     for (int m = 0; m < POET_N_MATRICES; m++)
         if (memcmp(a->m[m], b->m[m], n) != 0) return false;
     return a->budget_bytes == b->budget_bytes && a->runtime_factor == b->runtime_factor &&
+           a->runtime_counts_paging == b->runtime_counts_paging &&
            a->graph_hash == b->graph_hash && strcmp(a->planner, b->planner) == 0;
 }
 

@@ -23,12 +23,14 @@ static void account(const poet_problem *p, const poet_schedule *s, poet_sim *out
             out->pagein_j += n[i].pagein_j;
             out->page_ins++;
             out->paged_in_bytes += n[i].bytes;
+            out->transfer_time_s += n[i].pagein_s;
         }
         FOR_EACH_BIT(sched_row(s, POET_MOUT, t), s->words, i)
         {
             out->pageout_j += n[i].pageout_j;
             out->page_outs++;
             out->paged_out_bytes += n[i].bytes;
+            out->transfer_time_s += n[i].pageout_s;
         }
         int node = t;
         uint64_t peak = stage_memory(p, t, S, R, K, &node, trace);

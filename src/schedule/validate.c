@@ -80,7 +80,7 @@ static poet_status check_paging(const poet_schedule *s, int t, const int *on_sto
 
 static poet_status check_budgets(const poet_problem *p, const poet_schedule *s, poet_err *err)
 {
-    double compute_s = 0;
+    double compute_s = 0, transfer_s = 0;
     for (int t = 0; t < s->T; t++) {
         const uint64_t *K = t + 1 < s->T ? sched_row(s, POET_SRAM, t + 1) : NULL;
         int node = t;
@@ -89,10 +89,16 @@ static poet_status check_budgets(const poet_problem *p, const poet_schedule *s, 
             return VIOLATION(t, node, "memory-budget", "%llu bytes in use, budget %llu", (unsigned long long)peak,
                              (unsigned long long)p->budget_bytes);
         FOR_EACH_BIT(sched_row(s, POET_R, t), s->words, i) compute_s += p->inst->nodes[i].time_s;
+        FOR_EACH_BIT(sched_row(s, POET_MIN, t), s->words, i) transfer_s += poet_transfer_counted_s(p, p->inst->nodes[i].pagein_s);
+        FOR_EACH_BIT(sched_row(s, POET_MOUT, t), s->words, i)
+        transfer_s += poet_transfer_counted_s(p, p->inst->nodes[i].pageout_s);
     }
-    if (compute_s > p->runtime_budget_s * (1 + 1e-9))
-        return poet_fail(err, POET_ERR_INVALID, "runtime-budget: %.9g s of compute, budget %.9g s", compute_s,
-                         p->runtime_budget_s);
+    if (compute_s + transfer_s > p->runtime_budget_s * (1 + 1e-9))
+        return p->runtime_counts_paging
+                   ? poet_fail(err, POET_ERR_INVALID, "runtime-budget: %.9g s of compute and %.9g s of transfers, "
+                                                      "budget %.9g s", compute_s, transfer_s, p->runtime_budget_s)
+                   : poet_fail(err, POET_ERR_INVALID, "runtime-budget: %.9g s of compute, budget %.9g s", compute_s,
+                               p->runtime_budget_s);
     return POET_OK;
 }
 

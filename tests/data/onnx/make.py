@@ -2,7 +2,7 @@
 """Writes the small ONNX files the CLI and device tests read (committed, so
 that the tests need no Python): models poet must refuse, one line each,
 and, exported by torch.onnx.export, a digits CNN, a 1-d CNN, a sequence
-transformer and a small vision transformer.
+transformer, a small vision transformer and a MobileNet-style CNN.
 
 usage: tests/data/onnx/make.py   (Debian's python3-onnx and python3-torch)"""
 import os
@@ -131,5 +131,24 @@ with torch.no_grad():
     vit.pos.normal_(0, 0.3)
 vit.eval()
 torch.onnx.export(vit, torch.zeros(1, 1, 8, 8), os.path.join(here, "digits_vit.onnx"), input_names=["x"],
+                  output_names=["logits"], dynamic_axes={"x": {0: "batch"}}, opset_version=14,
+                  training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)
+
+# a MobileNet-style CNN: depthwise-separable blocks (a 3x3 convolution per
+# channel, then a 1x1 across them) with batch norm and ReLU6, strided, a
+# global average pool and a linear head
+torch.manual_seed(7)
+
+
+def separable(c_in, c_out, stride):
+    return [nn.Conv2d(c_in, c_in, 3, stride, 1, groups=c_in, bias=False), nn.BatchNorm2d(c_in), nn.ReLU6(),
+            nn.Conv2d(c_in, c_out, 1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU6()]
+
+
+mobile = nn.Sequential(nn.Conv2d(1, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU6(), *separable(16, 24, 1),
+                       *separable(24, 32, 2), *separable(32, 48, 1), *separable(48, 64, 2), nn.AdaptiveAvgPool2d(1),
+                       nn.Flatten(), nn.Linear(64, 10))
+mobile.eval()
+torch.onnx.export(mobile, torch.zeros(1, 1, 8, 8), os.path.join(here, "digits_mobilenet.onnx"), input_names=["x"],
                   output_names=["logits"], dynamic_axes={"x": {0: "batch"}}, opset_version=14,
                   training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)
