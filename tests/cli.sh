@@ -148,6 +148,37 @@ for c in models devices graph planners plan simulate show encode decode sweep tr
     for o in $("$poet" $c --help-options); do grep -q -- "$o\b" "$tmp/help" || missing="$missing $o"; done
     expect "poet $c --help names every option it accepts${missing:+ (missing:$missing)}" '[ -z "$missing" ]'
 done
+# every option the README and docs show a command with is one it accepts
+docs_root=$(cd "$(dirname "$0")/.." && pwd)
+/usr/bin/python3 - "$docs_root" >"$tmp/doc-options" <<'EOF'
+import glob, re, sys
+root = sys.argv[1]
+for path in [f"{root}/README.md"] + sorted(glob.glob(f"{root}/docs/*.md")):
+    text, block = open(path).read(), False
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("```"):
+            block = not block
+        elif block and re.match(r"\s*build/poet \w", line):
+            cmd = line
+            while cmd.rstrip().endswith("\\") and i + 1 < len(lines):
+                i += 1
+                cmd = cmd.rstrip()[:-1] + " " + lines[i]
+            cmd = cmd.split("#")[0]
+            words = cmd.split()
+            for w in words[2:]:
+                if w.startswith("--"):
+                    print(path[len(root) + 1:], words[1], w.split("=")[0])
+        i += 1
+EOF
+unknown=""
+while read -r file command option; do
+    "$poet" "$command" --help-options 2>/dev/null | grep -qx -- "$option" || unknown="$unknown $file:$command:$option"
+done <"$tmp/doc-options"
+expect "the README's and docs' examples use only options their commands accept ($(wc -l <"$tmp/doc-options") read)${unknown:+ (unknown:$unknown)}" \
+    '[ -s "$tmp/doc-options" ] && [ -z "$unknown" ]'
 ok "devices list RAM" "$poet" devices
 has "devices: the board's RAM and its firmware's share" "stm32f405 .* 192.0 KiB *9.0 KiB" "$tmp/out"
 for spec in 64kb:64000 64kib:65536 1mb:1000000; do
