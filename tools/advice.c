@@ -19,15 +19,7 @@ static bool probe(const fix_question *q, const char *spec, int batch, uint64_t *
     poet_graph zoo;
     poet_onnx_model *m = NULL;
     const poet_graph *g = NULL;
-    if (q->model) {
-        if (poet_zoo_build(q->model, batch, &zoo, &err)) return false;
-        if (spec && poet_graph_set_trainable(&zoo, spec, &err)) return poet_graph_free(&zoo), false;
-        g = &zoo;
-    } else {
-        poet_onnx_options o = {batch, NULL, NULL, spec};
-        if (poet_onnx_import(q->onnx, &o, &m, &err)) return false;
-        g = poet_onnx_graph(m);
-    }
+    if (build_graph(q->model, q->onnx, spec, batch, &zoo, &m, &g, &err)) return false;
     poet_instance inst;
     poet_instance_stats st;
     ram_use ram;

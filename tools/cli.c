@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <strings.h>
 
 int usage_error(const char *cmd, const char *msg, const char *arg)
@@ -89,6 +90,13 @@ bool parse_time_limit(const char *s, double *seconds)
     if (!parse_real(s, &v) || !(v > 0 && v <= MAX_TIME_LIMIT_S)) return false;
     *seconds = v;
     return true;
+}
+
+double monotonic_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 bool parse_runtime_model(const char *s, bool *counts_paging)
@@ -290,25 +298,29 @@ int read_schedule(const char *path, poet_schedule *s, poet_instance *graph)
     return 0;
 }
 
+poet_status build_graph(const char *model, const char *onnx, const char *train, int batch, poet_graph *zoo,
+                        poet_onnx_model **m, const poet_graph **g, poet_err *err)
+{
+    *m = NULL;
+    if (model) {
+        poet_status st = poet_zoo_build(model, batch, zoo, err);
+        if (!st && train && (st = poet_graph_set_trainable(zoo, train, err))) poet_graph_free(zoo);
+        if (!st) *g = zoo;
+        return st;
+    }
+    poet_onnx_options o = {batch, NULL, NULL, train};
+    poet_status st = poet_onnx_import(onnx, &o, m, err);
+    if (!st) *g = poet_onnx_graph(*m);
+    return st;
+}
+
 int load_graph(const char *cmd, const char *model, const char *onnx, const char *train, int batch, poet_graph *zoo,
                poet_onnx_model **m, const poet_graph **g)
 {
     poet_err err = {0};
     *m = NULL;
     if (!model == !onnx) return usage_error(cmd, "give exactly one of --model and --onnx", NULL);
-    if (model) {
-        if (poet_zoo_build(model, batch, zoo, &err)) return lib_error(&err);
-        if (train && poet_graph_set_trainable(zoo, train, &err)) {
-            poet_graph_free(zoo);
-            return lib_error(&err);
-        }
-        *g = zoo;
-        return 0;
-    }
-    poet_onnx_options o = {batch, NULL, NULL, train};
-    if (poet_onnx_import(onnx, &o, m, &err)) return lib_error(&err);
-    *g = poet_onnx_graph(*m);
-    return 0;
+    return build_graph(model, onnx, train, batch, zoo, m, g, &err) ? lib_error(&err) : 0;
 }
 
 /* Loads the costed graph named by --model or --onnx with --device and

@@ -27,6 +27,8 @@ bool parse_real(const char *s, double *out);
 enum { MAX_TIME_LIMIT_S = 86400 }; /* a day: --time-limit of every command */
 /* --time-limit S: seconds in (0, MAX_TIME_LIMIT_S]. */
 bool parse_time_limit(const char *s, double *seconds);
+/* Seconds on the monotonic clock, for progress lines. */
+double monotonic_s(void);
 /* --runtime-model serial|compute (NULL: serial): whether the runtime budget
  * counts transfers (poet_problem.runtime_counts_paging). */
 bool parse_runtime_model(const char *s, bool *counts_paging);
@@ -99,6 +101,9 @@ typedef struct graph_src {
  * says (NULL: everything). *g points at zoo or into *m. 0 or an exit code. */
 int load_graph(const char *cmd, const char *model, const char *onnx, const char *train, int batch, poet_graph *zoo,
                poet_onnx_model **m, const poet_graph **g);
+/* The same without a message: exactly one of model and onnx given. */
+poet_status build_graph(const char *model, const char *onnx, const char *train, int batch, poet_graph *zoo,
+                        poet_onnx_model **m, const poet_graph **g, poet_err *err);
 
 /* A schedule file, JSON or binary, and the graph a JSON one embeds
  * (graph->T == 0 where it holds none). 0 or an exit code. */

@@ -225,6 +225,13 @@ static void path_in(const emulation *em, const char *name, char *out, size_t cap
     snprintf(out, cap, "%s/%s", em->dir, name);
 }
 
+/* One batch as the firmware reads it: the rows' inputs, then their labels. */
+static void put_batch(uint8_t *at, int rows, uint64_t per, const float *xs, const int32_t *ys, const int *idx)
+{
+    poet_train_gather((float *)(void *)at, (int32_t *)(void *)(at + (size_t)rows * per * sizeof(float)), rows, per, xs,
+                      ys, idx);
+}
+
 /* The batches of steps 0..N-1, exactly as poet train feeds them. */
 static int write_batches(emulation *em)
 {
@@ -241,13 +248,10 @@ static int write_batches(emulation *em)
         free(order), free(buf);
         return lib_error(&(poet_err){POET_ERR_NOMEM, "out of memory for the batches"});
     }
-    uint8_t *p = buf;
     for (long k = 0; k < em->steps; k++) {
         long epoch = k / batches, j = k % batches;
         if (j == 0 || k == 0) poet_train_order(em->v.seed, epoch, d->n_train, order);
-        for (int r = 0; r < rows; r++, p += per * sizeof(float))
-            memcpy(p, d->train_x + (size_t)order[j * rows + r] * per, per * sizeof(float));
-        for (int r = 0; r < rows; r++, p += sizeof(int32_t)) memcpy(p, &d->train_y[order[j * rows + r]], sizeof(int32_t));
+        put_batch(buf + (size_t)k * one, rows, per, d->train_x, d->train_y, order + j * rows);
     }
     char path[4200];
     path_in(em, "data.bin", path, sizeof path);
@@ -273,13 +277,14 @@ static int write_test(emulation *em)
     if (!buf) return lib_error(&(poet_err){POET_ERR_NOMEM, "out of memory for the test batches"});
     uint32_t count = (uint32_t)n;
     memcpy(buf, &count, 4); /* little-endian, as the board reads it */
+    int *pick = malloc((size_t)rows * sizeof *pick);
+    if (!pick) return free(buf), lib_error(&(poet_err){POET_ERR_NOMEM, "out of memory for the test batches"});
     uint8_t *p = buf + 4;
-    for (int at = 0; at < n; at += rows) {
-        int m = n - at < rows ? n - at : rows;
-        for (int r = 0; r < rows; r++, p += per * sizeof(float))
-            memcpy(p, d->test_x + (size_t)(at + (r < m ? r : 0)) * per, per * sizeof(float));
-        for (int r = 0; r < rows; r++, p += sizeof(int32_t)) memcpy(p, &d->test_y[at + (r < m ? r : 0)], sizeof(int32_t));
+    for (int at = 0; at < n; at += rows, p += one) {
+        for (int r = 0; r < rows; r++) pick[r] = at + (at + r < n ? r : 0);
+        put_batch(p, rows, per, d->test_x, d->test_y, pick);
     }
+    free(pick);
     char path[4200];
     path_in(em, "test.bin", path, sizeof path);
     poet_err err = {0};
@@ -340,13 +345,6 @@ static int run_lines(char *const argv[], long timeout_s, void (*on_line)(void *c
     int st = 0;
     waitpid(pid, &st, 0);
     return killed ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-static double monotonic_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 /* The board's lines: its report, its steps (the progress line: redrawn on

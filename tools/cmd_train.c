@@ -232,13 +232,6 @@ typedef struct progress_ctx {
     double next_line; /* lines: when the next may be written (a pipe gets one every 10 s) */
 } progress_ctx;
 
-static double monotonic_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* Steps of the run, not of the epoch: --steps 1500 ends at 1500/1500. */
 static void on_progress(void *ctx, const poet_train_progress *p)
 {

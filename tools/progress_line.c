@@ -1,18 +1,13 @@
 #define _POSIX_C_SOURCE 200809L
 #include "progress_line.h"
 
+#include "cli.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static double period(const progress_line *l) { return l->tty ? 0.5 : 10.0; }
 
@@ -30,7 +25,7 @@ static void draw(progress_line *l, const char *end)
     /* a solver's bound can pass its incumbent by its tolerance: no gap then */
     if (isfinite(e) && isfinite(b) && b > 0) snprintf(gap, sizeof gap, "%.3f%%", e > b ? 100 * (e - b) / b : 0.0);
     fprintf(stderr, "%s%s %7.1f s  %-14s best %s  bound %s  gap %s%s", l->tty ? "\r" : "", l->planner,
-            now_s() - l->start, l->phase, es, bs, gap, end);
+            monotonic_s() - l->start, l->phase, es, bs, gap, end);
     fflush(stderr);
     pthread_mutex_unlock(&l->lock);
 }
@@ -46,11 +41,11 @@ static bool is_done(progress_line *l)
 static void *tick(void *arg)
 {
     progress_line *l = arg;
-    double next = now_s() + period(l);
+    double next = monotonic_s() + period(l);
     while (!is_done(l)) {
         struct timespec nap = {0, 50 * 1000 * 1000};
         nanosleep(&nap, NULL);
-        if (now_s() >= next && !is_done(l)) {
+        if (monotonic_s() >= next && !is_done(l)) {
             draw(l, l->tty ? "   " : "\n");
             next += period(l);
         }
@@ -64,7 +59,7 @@ void progress_line_start(progress_line *l)
     pthread_mutex_init(&l->lock, NULL);
     snprintf(l->phase, sizeof l->phase, "start");
     l->energy_j = INFINITY, l->bound_j = -INFINITY;
-    l->tty = isatty(2) == 1, l->start = now_s();
+    l->tty = isatty(2) == 1, l->start = monotonic_s();
     l->ticking = pthread_create(&l->ticker, NULL, tick, l) == 0;
 }
 
@@ -85,6 +80,6 @@ void progress_line_stop(progress_line *l)
     pthread_mutex_unlock(&l->lock);
     if (l->ticking) pthread_join(l->ticker, NULL);
     /* a run too short to draw leaves no line; a longer one ends with its state */
-    if (now_s() - l->start >= period(l)) draw(l, "\n");
+    if (monotonic_s() - l->start >= period(l)) draw(l, "\n");
     pthread_mutex_destroy(&l->lock);
 }

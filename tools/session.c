@@ -81,6 +81,47 @@ static int use_schedule(session *s, const char *path, const char *what)
     return 0;
 }
 
+static bool planned(const poet_plan_result *r)
+{
+    return r->status == POET_PLAN_OPTIMAL || r->status == POET_PLAN_FEASIBLE;
+}
+
+/* poet_plan at budget, into s->plan where it finds a schedule (s->p then
+ * holds that budget); whether it did. */
+static bool plan_at(session *s, const poet_plan_options *o, const char *planner, uint64_t budget, poet_err *err,
+                    poet_status *st)
+{
+    uint64_t was = s->p.budget_bytes;
+    poet_plan_result r;
+    s->p.budget_bytes = budget;
+    if ((*st = poet_plan(planner, &s->p, o, &r, err)) || !planned(&r)) {
+        if (!*st) poet_plan_result_free(&r);
+        s->p.budget_bytes = was;
+        return false;
+    }
+    poet_plan_result_free(&s->plan);
+    s->plan = r;
+    return true;
+}
+
+/* --budget ram bounds the arena from above, so a schedule for less fits as
+ * well: where none places in all of it (placement can bind, issue 48), the
+ * largest of a few budgets between it and the floor that does. */
+static poet_status plan_below(session *s, const poet_plan_options *o, const char *planner, poet_err *err)
+{
+    uint64_t hi = s->p.budget_bytes, lo = s->p.min_budget_bytes;
+    poet_status st = POET_OK;
+    if (!plan_at(s, o, planner, lo, err, &st)) return st;
+    for (int k = 0; k < 3 && !st && hi - lo > hi / 100; k++) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (plan_at(s, o, planner, mid, err, &st)) lo = mid;
+        else hi = mid;
+    }
+    if (!st) fprintf(stderr, "poet: note: no schedule placed in all the arena the RAM leaves; this one is planned for %llu B\n",
+                     (unsigned long long)s->p.budget_bytes);
+    return st;
+}
+
 /* Plans under --budget with the planner the options name. */
 static int plan_now(const char *cmd, session *s, const train_opts *t, const train_values *v, const char *what)
 {
@@ -91,13 +132,17 @@ static int plan_now(const char *cmd, session *s, const train_opts *t, const trai
     if (rc) return rc;
     poet_plan_options o = {.time_limit_s = v->time_limit_s, .threads = 1, .deterministic = true};
     if (poet_plan(v->planner, &s->p, &o, &s->plan, &err)) return lib_error(&err);
-    if (s->plan.status != POET_PLAN_OPTIMAL && s->plan.status != POET_PLAN_FEASIBLE) {
+    bool ram = strcmp(t->budget, "ram") == 0;
+    if (!planned(&s->plan) && ram && s->p.budget_bytes > s->p.min_budget_bytes &&
+        plan_below(s, &o, v->planner, &err))
+        return lib_error(&err);
+    if (!planned(&s->plan)) {
         fprintf(stderr, "poet: cannot train %s under %llu B: planner %s says %s%s%s\n", what,
                 (unsigned long long)s->p.budget_bytes, v->planner, poet_plan_status_str(s->plan.status),
                 s->plan.note[0] ? ": " : "", s->plan.note);
         if (s->p.budget_bytes < s->p.min_budget_bytes) {
             fix_question q = {t->model, t->onnx, t->train, s->g->batch, &s->inst.device, s->p.budget_bytes,
-                              strcmp(t->budget, "ram") == 0, v->opt.kind, v->chunk, v->fixed_ram_bytes};
+                              ram, v->opt.kind, v->chunk, v->fixed_ram_bytes};
             if (q.whole_ram) explain_ram(&s->inst.device, &s->ram, s->p.budget_bytes, s->p.min_budget_bytes);
             suggest_fix(&q);
         }
