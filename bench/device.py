@@ -4,7 +4,8 @@
 1. The convolution kernels: instructions per multiply-add of poet's kernels
    (chunks of 1 and 16 output positions, and whole images) beside a plain
    reference loop with the same sums (build/firmware/poet-kernel-bench.elf,
-   bench/device_kernels.c); both give the same bits.
+   bench/device_kernels.c); both give the same bits. Then ReLU's and clip's
+   (ReLU6) instructions per element, forward and backward, the same way.
 2. Training steps: `poet emulate` on cnn_digits at batch 8 under several
    budgets: RAM, recomputations, paging, instructions per step, beside the
    m4 profile's predicted compute time for the same step.
@@ -25,10 +26,10 @@ def kernels():
     out = subprocess.run(["qemu-system-arm", "-M", "netduinoplus2", "-display", "none", "-serial", "null",
                           "-monitor", "none", "-icount", "shift=0", "-semihosting-config", "enable=on,target=native",
                           "-kernel", f"{FIRMWARE}/poet-kernel-bench.elf"], capture_output=True, text=True, timeout=300)
-    rows = {}
+    rows, elems = {}, {}
     for line in (out.stdout + out.stderr).splitlines():
-        _, shape, kernel, ipm, bits = line.split()
-        rows.setdefault(shape, {})[kernel] = (float(ipm), bits)
+        what, shape, kernel, ipm, bits = line.split()
+        (rows if what == "conv" else elems).setdefault(shape, {})[kernel] = (float(ipm), bits)
     print("| conv (batch 8, 3x3, stride 1, pad 1) | poet fwd, chunk 1 / 16 / image | poet bwd, chunk 1 / 16 / image "
           "| reference fwd | reference bwd | same bits |")
     print("|---|---|---|---|---|---|")
@@ -38,7 +39,15 @@ def kernels():
         same = all(v[1] == "same-bits" for v in k.values())
         print(f"| {shape} | {f} | {b} | {k['reference-forward'][0]:.2f} | {k['reference-backward'][0]:.2f} | "
               f"{'yes' if same else 'NO'} |")
-    print("\n(instructions per multiply-add; backward counts the input and weight gradients, two multiply-adds)")
+    print("\n(instructions per multiply-add; backward counts the input and weight gradients, two multiply-adds)\n")
+    print("| elementwise (4096 elements) | poet fwd | poet bwd | reference fwd | reference bwd | same bits |")
+    print("|---|---|---|---|---|---|")
+    for op, k in elems.items():
+        cell = lambda name: f"{k[name][0]:.2f}" if name in k else "-"
+        print(f"| {op} | {cell('poet-forward')} | {cell('poet-backward')} / masked {cell('poet-backward-masked')} | "
+              f"{cell('reference-forward')} | {cell('reference-backward')} / masked {cell('reference-backward-masked')} | "
+              f"{'yes' if all(v[1] == 'same-bits' for v in k.values()) else 'NO'} |")
+    print("\n(instructions per element)")
 
 
 def emulate(budget, factor, extra=()):

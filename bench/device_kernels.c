@@ -5,7 +5,12 @@
  * QEMU's netduinoplus2 under -icount shift=0 (bench/device.py); shapes are
  * those of cnn_digits at batch 8.
  *
- * Prints one line per shape and kernel: "conv CxHxW->F kernel insn_per_mac". */
+ * Then ReLU's and ReLU6's (clip) forward and backward over the 4096
+ * elements of an 8x8x8 activation at batch 8, and the backward of a masked
+ * ReLU, beside plain loops with the same expressions.
+ *
+ * Prints one line per shape and kernel: "conv CxHxW->F kernel insn_per_mac"
+ * and "elem OP-N kernel insn_per_element". */
 #include <stdint.h>
 #include <string.h>
 
@@ -173,6 +178,61 @@ static int bench_shape(const shape *s, size_t work_floats, const char *tag)
     return fwd_same && bwd_same ? 0 : 1;
 }
 
+/* ---- elementwise ops: instructions per element ---- */
+
+static void report_elem(const char *op, const char *kernel, uint64_t ticks, bool equal)
+{
+    put("elem "), put(op), put("-4096 "), put(kernel), put(" ");
+    put_num(ticks * insn_per_kilotick / (uint64_t)MAX_OUT, 3);
+    put(equal ? " same-bits" : " DIFFERENT-BITS");
+    flush();
+}
+
+static uint32_t mask_words[MAX_OUT / 32];
+
+/* op forward and backward through kernel_run, then the plain loops. */
+static int bench_elem(poet_op op, const char *name, bool masked)
+{
+    knode nodes[4];
+    memset(nodes, 0, sizeof nodes);
+    knode act = {.op = POET_OP_INPUT, .ndim = 4, .dim = {N, 8, 8, 8}, .numel = MAX_OUT, .fwd = -1};
+    nodes[0] = act;
+    nodes[1] = act, nodes[1].op = op, nodes[1].n_inputs = 1, nodes[1].inputs[0] = 0;
+    nodes[1].attrs.alpha = 0.0f, nodes[1].attrs.beta = 6.0f; /* clip's: relu6 */
+    nodes[2] = act, nodes[2].op = POET_OP_GRAD, nodes[2].n_inputs = 2, nodes[2].fwd = 1, nodes[2].wrt = 0;
+    bool reads_y = op == POET_OP_RELU;
+    nodes[2].inputs[0] = 1, nodes[2].inputs[1] = reads_y ? 1 : 0;
+    nodes[2].reads = KR_DY | (masked ? KR_MASK : reads_y ? KR_OUT : KR_IN0);
+    for (int i = 0; i < MAX_OUT; i++) x[i] = (float)((i * 37) % 101) / 12.0f - 4.0f, dy[i] = (float)((i * 53) % 97) / 97.0f;
+    for (int k = 0; k < MAX_OUT / 32; k++) {
+        uint32_t bits = 0;
+        for (int i = 0; i < 32; i++) bits |= (uint32_t)(x[k * 32 + i] > 0) << i;
+        mask_words[k] = bits;
+    }
+    kernel_ctx f = {.nodes = nodes, .n = &nodes[1], .in = {x}, .out = y, .training = true};
+    const float *second = masked ? (const float *)(const void *)mask_words : reads_y ? y : x;
+    kernel_ctx b = {.nodes = nodes, .n = &nodes[2], .in = {dy, second}, .out = dx, .training = true};
+    uint64_t t0 = board_ticks();
+    kernel_run(&f);
+    uint64_t t1 = board_ticks();
+    kernel_run(&b);
+    uint64_t t2 = board_ticks();
+    for (int i = 0; i < MAX_OUT; i++)
+        y_ref[i] = op == POET_OP_RELU ? (x[i] > 0 ? x[i] : 0.0f) : x[i] < 0.0f ? 0.0f : x[i] > 6.0f ? 6.0f : x[i];
+    uint64_t t3 = board_ticks();
+    for (int i = 0; i < MAX_OUT; i++)
+        dx_ref[i] = masked ? (mask_words[i / 32] >> (i % 32) & 1 ? dy[i] : 0.0f)
+                    : op == POET_OP_RELU ? (y_ref[i] > 0 ? dy[i] : 0.0f)
+                                         : (x[i] > 0.0f && x[i] < 6.0f ? dy[i] : 0.0f);
+    uint64_t t4 = board_ticks();
+    bool fs = same(y, y_ref, MAX_OUT), bs = same(dx, dx_ref, MAX_OUT);
+    if (!masked) report_elem(name, "poet-forward", t1 - t0, fs);
+    report_elem(name, masked ? "poet-backward-masked" : "poet-backward", t2 - t1, bs);
+    if (!masked) report_elem(name, "reference-forward", t3 - t2, fs);
+    report_elem(name, masked ? "reference-backward-masked" : "reference-backward", t4 - t3, bs);
+    return fs && bs ? 0 : 1;
+}
+
 int main(void)
 {
     uint64_t t0 = board_ticks();
@@ -186,5 +246,8 @@ int main(void)
         bad += bench_shape(&SHAPES[i], kk * 16, "16");      /* sixteen */
         bad += bench_shape(&SHAPES[i], MAX_WORK, "full");   /* as many as fit */
     }
+    bad += bench_elem(POET_OP_RELU, "relu", false);
+    bad += bench_elem(POET_OP_RELU, "relu", true);
+    bad += bench_elem(POET_OP_CLIP, "clip", false);
     return bad ? 1 : 0;
 }

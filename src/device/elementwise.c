@@ -69,10 +69,20 @@ static float unary_backward(const knode *f, float dy, float x, float y)
     }
 }
 
+/* ReLU and clip (ReLU6) run in loops of their own: a switch per element
+ * costs the M4 more than the op (BENCHMARKS.md). The expressions are
+ * unary_forward's and unary_backward's, so the bits are too. */
 void kernel_unary_run_forward(const kernel_ctx *c)
 {
     idx total = knode_numel(c->n);
-    for (idx i = 0; i < total; i++) c->out[i] = unary_forward(c->n, c->in[0][i]);
+    const float *x = c->in[0];
+    float *y = c->out, lo = c->n->attrs.alpha, hi = c->n->attrs.beta;
+    if (c->n->op == POET_OP_RELU)
+        for (idx i = 0; i < total; i++) y[i] = x[i] > 0 ? x[i] : 0.0f;
+    else if (c->n->op == POET_OP_CLIP)
+        for (idx i = 0; i < total; i++) y[i] = clampf(x[i], lo, hi);
+    else
+        for (idx i = 0; i < total; i++) y[i] = unary_forward(c->n, x[i]);
 }
 
 static uint32_t mask_word(const float *words, idx w)
@@ -98,11 +108,20 @@ void kernel_unary_run_backward(const kernel_ctx *c)
     grad_reads g = grad_reads_of(c);
     const knode *f = fwd_of(c);
     idx total = knode_numel(c->n);
+    float *dx = c->out, lo = f->attrs.alpha, hi = f->attrs.beta;
     if (g.mask) { /* a masked relu: dy where the bit is set */
-        for (idx i = 0; i < total; i++) c->out[i] = mask_word(g.mask, i / 32) >> (i % 32) & 1 ? g.dy[i] : 0.0f;
-        return;
+        for (idx w = 0; w * 32 < total; w++) {
+            uint32_t bits = mask_word(g.mask, w);
+            idx end = total - w * 32 < 32 ? total : w * 32 + 32;
+            for (idx i = w * 32; i < end; i++, bits >>= 1) dx[i] = bits & 1 ? g.dy[i] : 0.0f;
+        }
+    } else if (f->op == POET_OP_RELU) {
+        for (idx i = 0; i < total; i++) dx[i] = g.y[i] > 0 ? g.dy[i] : 0.0f;
+    } else if (f->op == POET_OP_CLIP) {
+        for (idx i = 0; i < total; i++) dx[i] = g.x0[i] > lo && g.x0[i] < hi ? g.dy[i] : 0.0f;
+    } else {
+        for (idx i = 0; i < total; i++) dx[i] = unary_backward(f, g.dy[i], g.x0 ? g.x0[i] : 0.0f, g.y ? g.y[i] : 0.0f);
     }
-    for (idx i = 0; i < total; i++) c->out[i] = unary_backward(f, g.dy[i], g.x0 ? g.x0[i] : 0.0f, g.y ? g.y[i] : 0.0f);
 }
 
 void kernel_dropout_forward(const kernel_ctx *c)
