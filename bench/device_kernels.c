@@ -5,7 +5,7 @@
  * QEMU's netduinoplus2 under -icount shift=0 (bench/device.py); shapes are
  * those of cnn_digits at batch 8.
  *
- * Then ReLU's and ReLU6's (clip) forward and backward over the 4096
+ * Then ReLU's, ReLU6's (clip) and hard-swish's forward and backward over the 4096
  * elements of an 8x8x8 activation at batch 8, and the backward of a masked
  * ReLU, beside plain loops with the same expressions.
  *
@@ -190,6 +190,8 @@ static void report_elem(const char *op, const char *kernel, uint64_t ticks, bool
 
 static uint32_t mask_words[MAX_OUT / 32];
 
+static float clamp6(float v) { return v < 0.0f ? 0.0f : v > 6.0f ? 6.0f : v; }
+
 /* op forward and backward through kernel_run, then the plain loops. */
 static int bench_elem(poet_op op, const char *name, bool masked)
 {
@@ -200,7 +202,7 @@ static int bench_elem(poet_op op, const char *name, bool masked)
     nodes[1] = act, nodes[1].op = op, nodes[1].n_inputs = 1, nodes[1].inputs[0] = 0;
     nodes[1].attrs.alpha = 0.0f, nodes[1].attrs.beta = 6.0f; /* clip's: relu6 */
     nodes[2] = act, nodes[2].op = POET_OP_GRAD, nodes[2].n_inputs = 2, nodes[2].fwd = 1, nodes[2].wrt = 0;
-    bool reads_y = op == POET_OP_RELU;
+    bool reads_y = op == POET_OP_RELU; /* clip and hardswish read x */
     nodes[2].inputs[0] = 1, nodes[2].inputs[1] = reads_y ? 1 : 0;
     nodes[2].reads = KR_DY | (masked ? KR_MASK : reads_y ? KR_OUT : KR_IN0);
     for (int i = 0; i < MAX_OUT; i++) x[i] = (float)((i * 37) % 101) / 12.0f - 4.0f, dy[i] = (float)((i * 53) % 97) / 97.0f;
@@ -218,12 +220,15 @@ static int bench_elem(poet_op op, const char *name, bool masked)
     kernel_run(&b);
     uint64_t t2 = board_ticks();
     for (int i = 0; i < MAX_OUT; i++)
-        y_ref[i] = op == POET_OP_RELU ? (x[i] > 0 ? x[i] : 0.0f) : x[i] < 0.0f ? 0.0f : x[i] > 6.0f ? 6.0f : x[i];
+        y_ref[i] = op == POET_OP_RELU ? (x[i] > 0 ? x[i] : 0.0f)
+                   : op == POET_OP_CLIP ? clamp6(x[i])
+                                        : x[i] * clamp6(x[i] + 3.0f) / 6.0f;
     uint64_t t3 = board_ticks();
     for (int i = 0; i < MAX_OUT; i++)
         dx_ref[i] = masked ? (mask_words[i / 32] >> (i % 32) & 1 ? dy[i] : 0.0f)
                     : op == POET_OP_RELU ? (y_ref[i] > 0 ? dy[i] : 0.0f)
-                                         : (x[i] > 0.0f && x[i] < 6.0f ? dy[i] : 0.0f);
+                    : op == POET_OP_CLIP ? (x[i] > 0.0f && x[i] < 6.0f ? dy[i] : 0.0f)
+                                         : (x[i] < -3.0f ? 0.0f : x[i] <= 3.0f ? dy[i] * (x[i] / 3.0f + 0.5f) : dy[i]);
     uint64_t t4 = board_ticks();
     bool fs = same(y, y_ref, MAX_OUT), bs = same(dx, dx_ref, MAX_OUT);
     if (!masked) report_elem(name, "poet-forward", t1 - t0, fs);
@@ -249,5 +254,6 @@ int main(void)
     bad += bench_elem(POET_OP_RELU, "relu", false);
     bad += bench_elem(POET_OP_RELU, "relu", true);
     bad += bench_elem(POET_OP_CLIP, "clip", false);
+    bad += bench_elem(POET_OP_HARDSWISH, "hardswish", false);
     return bad ? 1 : 0;
 }

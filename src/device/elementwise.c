@@ -19,11 +19,11 @@ static const float TWO_BY_SQRT_PI = 1.12837916709551f;
 
 static float clampf(float x, float lo, float hi) { return x < lo ? lo : x > hi ? hi : x; }
 
-/* y = f(x) for the ops computed element by element. */
-static float unary_forward(const knode *n, float x)
+/* y = f(x) for the ops computed element by element; inlined into a loop
+ * per op, the op a constant there (kernel_unary_run_forward). */
+static inline __attribute__((always_inline)) float unary_forward(int op, const poet_attrs *a, float x)
 {
-    const poet_attrs *a = &n->attrs;
-    switch (n->op) {
+    switch (op) {
     case POET_OP_RELU: return x > 0 ? x : 0.0f;
     case POET_OP_SIGMOID: return 1.0f / (1.0f + poet_expf(-x));
     case POET_OP_TANH: return poet_tanhf(x);
@@ -41,10 +41,10 @@ static float unary_forward(const knode *n, float x)
 }
 
 /* dx from dy and what the op reads (x, or y for relu, sigmoid, tanh). */
-static float unary_backward(const knode *f, float dy, float x, float y)
+static inline __attribute__((always_inline)) float unary_backward(int op, const poet_attrs *a, float dy, float x,
+                                                                  float y)
 {
-    const poet_attrs *a = &f->attrs;
-    switch (f->op) {
+    switch (op) {
     case POET_OP_RELU: return y > 0 ? dy : 0.0f;
     case POET_OP_SIGMOID: return dy * (y * (1.0f - y));
     case POET_OP_TANH: return dy * (1.0f - y * y);
@@ -69,20 +69,29 @@ static float unary_backward(const knode *f, float dy, float x, float y)
     }
 }
 
-/* ReLU and clip (ReLU6) run in loops of their own: a switch per element
- * costs the M4 more than the op (BENCHMARKS.md). The expressions are
- * unary_forward's and unary_backward's, so the bits are too. */
+/* The ops above but gelu, which is the default. Each runs a loop of its
+ * own: a switch per element costs the M4 more than a cheap op does
+ * (BENCHMARKS.md). */
+#define UNARY_OPS(X)                                                                                              \
+    X(POET_OP_RELU) X(POET_OP_SIGMOID) X(POET_OP_TANH) X(POET_OP_ERF) X(POET_OP_HARDSIGMOID) X(POET_OP_HARDSWISH) \
+    X(POET_OP_CLIP) X(POET_OP_LEAKY_RELU) X(POET_OP_SOFTPLUS) X(POET_OP_ELU)
+
 void kernel_unary_run_forward(const kernel_ctx *c)
 {
     idx total = knode_numel(c->n);
     const float *x = c->in[0];
-    float *y = c->out, lo = c->n->attrs.alpha, hi = c->n->attrs.beta;
-    if (c->n->op == POET_OP_RELU)
-        for (idx i = 0; i < total; i++) y[i] = x[i] > 0 ? x[i] : 0.0f;
-    else if (c->n->op == POET_OP_CLIP)
-        for (idx i = 0; i < total; i++) y[i] = clampf(x[i], lo, hi);
-    else
-        for (idx i = 0; i < total; i++) y[i] = unary_forward(c->n, x[i]);
+    float *y = c->out;
+    const poet_attrs attrs = c->n->attrs, *a = &attrs; /* a copy: stores to y cannot change it */
+    switch (c->n->op) {
+#define FORWARD(OP)                                                                                               \
+    case OP:                                                                                                      \
+        for (idx i = 0; i < total; i++) y[i] = unary_forward(OP, a, x[i]);                                        \
+        break;
+        UNARY_OPS(FORWARD)
+#undef FORWARD
+    default:
+        for (idx i = 0; i < total; i++) y[i] = unary_forward(POET_OP_GELU, a, x[i]);
+    }
 }
 
 static uint32_t mask_word(const float *words, idx w)
@@ -107,20 +116,27 @@ void kernel_unary_run_backward(const kernel_ctx *c)
 {
     grad_reads g = grad_reads_of(c);
     const knode *f = fwd_of(c);
+    const poet_attrs attrs = f->attrs, *a = &attrs; /* a copy: stores to dx cannot change it */
     idx total = knode_numel(c->n);
-    float *dx = c->out, lo = f->attrs.alpha, hi = f->attrs.beta;
+    float *dx = c->out;
+    const float *dy = g.dy, *xs = g.x0, *ys = g.y;
     if (g.mask) { /* a masked relu: dy where the bit is set */
         for (idx w = 0; w * 32 < total; w++) {
             uint32_t bits = mask_word(g.mask, w);
             idx end = total - w * 32 < 32 ? total : w * 32 + 32;
-            for (idx i = w * 32; i < end; i++, bits >>= 1) dx[i] = bits & 1 ? g.dy[i] : 0.0f;
+            for (idx i = w * 32; i < end; i++, bits >>= 1) dx[i] = bits & 1 ? dy[i] : 0.0f;
         }
-    } else if (f->op == POET_OP_RELU) {
-        for (idx i = 0; i < total; i++) dx[i] = g.y[i] > 0 ? g.dy[i] : 0.0f;
-    } else if (f->op == POET_OP_CLIP) {
-        for (idx i = 0; i < total; i++) dx[i] = g.x0[i] > lo && g.x0[i] < hi ? g.dy[i] : 0.0f;
-    } else {
-        for (idx i = 0; i < total; i++) dx[i] = unary_backward(f, g.dy[i], g.x0 ? g.x0[i] : 0.0f, g.y ? g.y[i] : 0.0f);
+        return;
+    }
+    switch (f->op) {
+#define BACKWARD(OP)                                                                                              \
+    case OP:                                                                                                      \
+        for (idx i = 0; i < total; i++) dx[i] = unary_backward(OP, a, dy[i], xs ? xs[i] : 0.0f, ys ? ys[i] : 0.0f); \
+        break;
+        UNARY_OPS(BACKWARD)
+#undef BACKWARD
+    default:
+        for (idx i = 0; i < total; i++) dx[i] = unary_backward(POET_OP_GELU, a, dy[i], xs ? xs[i] : 0.0f, ys ? ys[i] : 0.0f);
     }
 }
 
