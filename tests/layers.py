@@ -155,7 +155,8 @@ def symbols(obj):
         if len(parts) == 2 and parts[0] == "U":
             undefined.add(parts[1])
         elif len(parts) == 3 and parts[1] in "TDBRCWV":
-            defined.add(parts[2])
+            # AddressSanitizer marks each global with an "__odr_asan.NAME" of its own: NAME is what is defined
+            defined.add(parts[2].removeprefix("__odr_asan."))
     return defined, undefined
 
 
