@@ -279,7 +279,9 @@ int cmd_fit(int argc, char **argv)
         int largest = sr.largest;
         cJSON_AddNumberToObject(best, specs[s], largest);
         if (!a.json && !rc) {
-            if (largest) printf("  %s: the largest batch that fits is %d\n", specs[s], largest);
+            if (largest)
+                printf("  %s: the largest batch %sthat fits is %d\n", specs[s], a.n_batches ? "of those asked " : "",
+                       largest);
             else printf("  %s: no batch tried fits\n", specs[s]);
         }
     }
