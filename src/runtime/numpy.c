@@ -224,7 +224,7 @@ static bool zip64_extra(const uint8_t *x, size_t n, zip_entry *e)
 }
 
 /* The entry of the central directory at *at, which it steps past. */
-static bool read_entry(const uint8_t *b, size_t n, uint64_t *at, uint64_t dir_end, zip_entry *e)
+static bool read_entry(const uint8_t *b, uint64_t *at, uint64_t dir_end, zip_entry *e)
 {
     if (*at > dir_end || dir_end - *at < 46 || le(b + *at, 4) != 0x02014b50) return false;
     const uint8_t *c = b + *at;
@@ -238,7 +238,6 @@ static bool read_entry(const uint8_t *b, size_t n, uint64_t *at, uint64_t dir_en
     e->name[keep] = 0;
     if (name >= sizeof e->name) e->name[0] = 0; /* no array poet looks for has so long a name */
     *at = next;
-    (void)n;
     return zip64_extra(c + 46 + name, extra, e);
 }
 
@@ -303,7 +302,7 @@ poet_status data_read_npz(const named_file *f, uint8_t *buf[NPZ_ARRAYS], size_t 
     uint64_t at = d.offset;
     for (uint64_t i = 0; i < d.entries; i++) {
         zip_entry e;
-        if (!read_entry(f->bytes, f->len, &at, end, &e))
+        if (!read_entry(f->bytes, &at, end, &e))
             return poet_fail(err, POET_ERR_PARSE, "'%s' has a malformed zip directory (entry %llu)", f->path,
                              (unsigned long long)i);
         for (int k = 0; k < NPZ_ARRAYS; k++) {
