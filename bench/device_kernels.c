@@ -154,8 +154,8 @@ static int bench_shape(const shape *s, size_t work_floats, const char *tag)
     for (int i = 0; i < in; i++) x[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
     for (int i = 0; i < out; i++) dy[i] = (float)((i * 53) % 97) / 97.0f - 0.5f;
     for (int i = 0; i < nw; i++) w[i] = (float)((i * 29) % 89) / 89.0f - 0.5f;
-    kernel_ctx f = {.nodes = nodes, .n = &nodes[1], .in = {x}, .out = y, .params = w, .work = work,
-                    .work_floats = work_floats, .training = true};
+    kernel_ctx f = {.nodes = nodes, .n = &nodes[1], .in = {x}, .out = y, .params = w, .bias = w + s->F * s->C * 9,
+                    .work = work, .work_floats = work_floats, .training = true};
     kernel_ctx b = {.nodes = nodes, .n = &nodes[2], .in = {dy, x}, .out = dx, .params = w, .grad_w = gw, .grad_b = gw + s->F * s->C * 9,
                     .work = work, .work_floats = work_floats, .training = true};
     uint64_t macs = (uint64_t)out * (uint64_t)s->C * 9, t0 = board_ticks();

@@ -342,6 +342,31 @@ if [ -n "$sparse_case" ]; then
 fi
 [ -n "$alq_case" ] && layer_case multi-bit "$alq_case"
 
+# frozen parameters read in place from flash (--frozen flash, the
+# default): mlp_digits_wide's weights alone (85,002 floats, 332 KiB) exceed
+# the board's 192 KiB; with --train last:1 the frozen 82,432 stay in the
+# image, which training must leave intact, and the bits are the host's and
+# those of keep-all training with every parameter in RAM
+wide=(--model mlp_digits_wide --data digits --batch 8 --train last:1 --seed 3 --time-limit 3 --quiet)
+"$poet" emulate "${wide[@]}" --budget ram --steps 3 --json >"$tmp/wide.json" 2>"$tmp/wide.err"
+check "a model whose weights exceed the RAM trains with its frozen ones in flash" $? "$(head -c 300 "$tmp/wide.err")"
+check "... bit-identical to the host and to keep-all with all in RAM" \
+    "$([ "$(field "$tmp/wide.json" bit_identical)" = true ] && echo 0 || echo 1)"
+check "... the image in flash unchanged after training" \
+    "$([ "$(field "$tmp/wide.json" image_intact)" = true ] && echo 0 || echo 1)"
+check "... 82,432 frozen floats read in place" "$([ "$(field "$tmp/wide.json" flash_params_bytes)" = 329728 ] && echo 0 || echo 1)"
+ram=$(field "$tmp/wide.json" ram_total_bytes)
+check "... in $ram B of RAM, the plan's figure, within 192 KiB" \
+    "$([ "$ram" = "$(field "$tmp/wide.json" predicted_ram_total_bytes)" ] && [ "$ram" -le 196608 ] && echo 0 || echo 1)"
+"$poet" emulate "${wide[@]}" --budget ram --steps 1 --frozen ram >/dev/null 2>"$tmp/wide_ram.err"
+check "... and with --frozen ram it is refused before the board runs" \
+    "$([ $? -ne 0 ] && grep -q "do not even hold" "$tmp/wide_ram.err" && echo 0 || echo 1)" "$(head -c 300 "$tmp/wide_ram.err")"
+"$poet" emulate --model cnn_digits --data digits --batch 8 --budget 60% --runtime-factor 1.2 --time-limit 3 --train biases \
+    --steps 3 --quiet --json >"$tmp/biases.json" 2>"$tmp/biases.err"
+check "biases only, weights in flash, under a schedule that recomputes: the host's bits, the image intact" \
+    "$([ "$(field "$tmp/biases.json" bit_identical)" = true ] && [ "$(field "$tmp/biases.json" image_intact)" = true ] &&
+        [ "$(field "$tmp/biases.json" recomputations)" -gt 0 ] && echo 0 || echo 1)" "$(head -c 300 "$tmp/biases.err")"
+
 # hostile images: every header field and the fields of one record of each
 # kind set to boundary values, the CRC made right; the board (32-bit) must
 # come to the host's verdict on each and survive the ones it accepts

@@ -47,7 +47,7 @@ OWNER = {
 PREFIXES = {
     "base": ["sha256_", "crc32_"],
     "ops": ["op_"],
-    "device": ["kernel_", "image_"],
+    "device": ["kernel_", "image_", "dev_"],
     "host": ["host_", "apart_", "json_"],
     "graph": [],
     "cost": ["profile_", "instance_"],

@@ -13,6 +13,7 @@ typedef struct fix_question {
     bool whole_ram;   /* --budget ram: the whole RAM must fit dev's */
     poet_optimizer_kind optimizer;
     uint32_t chunk;
+    poet_frozen_home frozen;
     uint64_t fixed_ram_bytes;
 } fix_question;
 

@@ -99,6 +99,13 @@ double monotonic_s(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+bool parse_frozen(const char *s, poet_frozen_home *out)
+{
+    if (s && strcmp(s, "flash") != 0 && strcmp(s, "ram") != 0) return false;
+    *out = s && strcmp(s, "ram") == 0 ? POET_FROZEN_IN_RAM : POET_FROZEN_IN_FLASH;
+    return true;
+}
+
 bool parse_runtime_model(const char *s, bool *counts_paging)
 {
     if (s && strcmp(s, "serial") != 0 && strcmp(s, "compute") != 0) return false;
@@ -184,13 +191,13 @@ const char *format_bytes(uint64_t bytes, char out[32])
 }
 
 int ram_use_of(const poet_graph *g, const poet_instance *inst, poet_optimizer_kind kind, uint32_t chunk,
-               uint64_t fixed_bytes, ram_use *out)
+               poet_frozen_home frozen, uint64_t fixed_bytes, ram_use *out)
 {
     memset(out, 0, sizeof *out);
     out->fixed_bytes = fixed_bytes == UINT64_MAX ? inst->device.fixed_ram_bytes : fixed_bytes;
     out->estimate_bytes = poet_instance_persistent_bytes(inst, poet_optimizer_slots(kind));
     if (!g) return 0;
-    poet_export_options o = {.optimizer = poet_optimizer_default(kind), .chunk_positions = chunk};
+    poet_export_options o = {.optimizer = poet_optimizer_default(kind), .chunk_positions = chunk, .frozen = frozen};
     poet_err err = {0};
     if (poet_export_memory(g, &o, 0, &out->beside, &err)) return lib_error(&err);
     out->exact = true;
@@ -344,7 +351,7 @@ int load_instance_ram(const char *cmd, const graph_src *src, poet_instance *inst
         if (n_levels || (wf && wf->bits > 0))
             return usage_error(cmd, "--sparse-levels and --weight-bits need the model's layers: --model or --onnx", NULL);
         if (poet_instance_read_file(src->instance, inst, &err)) return lib_error(&err);
-        return ram ? ram_use_of(NULL, inst, POET_OPT_SGD, DEVICE_CHUNK, UINT64_MAX, ram) : 0;
+        return ram ? ram_use_of(NULL, inst, POET_OPT_SGD, DEVICE_CHUNK, POET_FROZEN_IN_FLASH, UINT64_MAX, ram) : 0;
     }
     if (!src->device) return usage_error(cmd, "--model and --onnx need --device", NULL);
     int b = 0;
@@ -365,7 +372,7 @@ int load_instance_ram(const char *cmd, const graph_src *src, poet_instance *inst
             while (k-- > 0) poet_instance_free(&wf->levels[k]);
             poet_instance_free(inst);
         }
-    if (!st && ram && (rc = ram_use_of(g, inst, POET_OPT_SGD, DEVICE_CHUNK, UINT64_MAX, ram))) {
+    if (!st && ram && (rc = ram_use_of(g, inst, POET_OPT_SGD, DEVICE_CHUNK, POET_FROZEN_IN_FLASH, UINT64_MAX, ram))) {
         poet_instance_free(inst);
         for (int k = 0; k < n_levels; k++) poet_instance_free(&wf->levels[k]);
     }

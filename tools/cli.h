@@ -32,6 +32,12 @@ double monotonic_s(void);
 /* --runtime-model serial|compute (NULL: serial): whether the runtime budget
  * counts transfers (poet_problem.runtime_counts_paging). */
 bool parse_runtime_model(const char *s, bool *counts_paging);
+/* --frozen flash|ram (NULL: flash): where the parameters that do not
+ * train live on the device (poet_frozen_home). */
+bool parse_frozen(const char *s, poet_frozen_home *out);
+#define FROZEN_HELP                                                                                               \
+    "  --frozen WHERE      where the parameters that do not train live: flash (default),\n"                   \
+    "                      read in place from the device image, no RAM; or ram, copied\n"
 #define RUNTIME_MODEL_HELP                                                                                        \
     "  --runtime-model M   what --runtime-factor bounds: serial (default), compute plus\n"                     \
     "                      every transfer, the step's time at worst; or compute, POET's\n"                     \
@@ -53,7 +59,7 @@ enum { DEVICE_CHUNK = 16 }; /* output positions: 4.5-6 instructions per multiply
 /* g may be NULL (a graph file): then the instance's estimate. fixed_bytes
  * UINT64_MAX: the profile's. 0 or an exit code. */
 int ram_use_of(const poet_graph *g, const poet_instance *inst, poet_optimizer_kind kind, uint32_t chunk,
-               uint64_t fixed_bytes, ram_use *out);
+               poet_frozen_home frozen, uint64_t fixed_bytes, ram_use *out);
 /* The whole RAM training takes on the device with this arena. */
 uint64_t ram_total(const ram_use *r, uint64_t arena_bytes);
 /* --budget as given: BYTES, PCT% of the keep-all peak, or "ram": the

@@ -44,6 +44,7 @@ static const char EMULATE_HELP[] =
     "A model that does not fit the board is refused before QEMU starts.\n"
     "  --steps N       training steps (default 5)\n"
 RUNTIME_MODEL_HELP
+FROZEN_HELP
 DATA_HELP
     "  --train SPEC    what trains: all, biases, last:N, ratio:R or mask:FILE, then\n"
     "                +frozen-bn, +masks, +ratio:R (docs/partial.md)\n"
@@ -169,7 +170,8 @@ static int check_fit(const emulation *em)
         return 1;
     }
     if (em->img_len > m->image_end - m->image_start) {
-        fprintf(stderr, "poet emulate: the device image has %zu bytes; its flash partition holds %u\n", em->img_len,
+        fprintf(stderr, "poet emulate: the device image has %zu bytes (the model's parameters %llu of them); its "
+                "flash partition holds %u\n", em->img_len, (unsigned long long)(4 * poet_graph_param_count(em->s.g)),
                 (unsigned)(m->image_end - m->image_start));
         return 1;
     }
@@ -359,12 +361,13 @@ static void adaptation_free(adaptation *ad) { free(ad->rates), free(ad->attend);
 
 /* The same steps on the host, under the given schedule; the SHA-256 of the
  * weights, and (accuracy not NULL) the test accuracy on the board's examples. */
-static int host_weights(emulation *em, const poet_problem *p, const poet_schedule *s, char sha[65], double *accuracy)
+static int host_weights(emulation *em, const poet_problem *p, const poet_schedule *s, poet_frozen_home frozen,
+                        char sha[65], double *accuracy)
 {
     poet_engine *e = NULL;
     poet_err err = {0};
     poet_engine_config cfg = {em->s.g, p, s, NULL, em->v.opt, em->v.seed, 0, session_params(&em->s),
-                              session_buffers(&em->s)};
+                              session_buffers(&em->s), frozen};
     char path[4200];
     path_in(em, "data.bin", path, sizeof path);
     char *data = NULL;
@@ -419,7 +422,7 @@ static int keep_all_weights(emulation *em, char sha[65])
     if (poet_problem_init(&p, &em->s.inst, 0, em->v.rho, &err)) return lib_error(&err);
     p.budget_bytes = p.keep_all_peak_bytes;
     if (poet_plan("keep-all", &p, &o, &r, &err)) rc = lib_error(&err);
-    else rc = host_weights(em, &p, &r.schedule, sha, NULL);
+    else rc = host_weights(em, &p, &r.schedule, POET_FROZEN_IN_RAM, sha, NULL); /* today's training: all in RAM */
     poet_plan_result_free(&r);
     poet_problem_free(&p);
     return rc;
@@ -441,7 +444,7 @@ static int report(emulation *em, const emulate_args *a)
     long steps = (long)num(dv, "steps");
     int rc = 0;
     if (!a->no_host && steps == em->steps) {
-        if ((rc = host_weights(em, &em->s.p, &em->s.plan.schedule, host, &em->host_accuracy)) ||
+        if ((rc = host_weights(em, &em->s.p, &em->s.plan.schedule, em->v.frozen, host, &em->host_accuracy)) ||
             (rc = keep_all_weights(em, keep)))
             return rc;
     }
@@ -454,6 +457,7 @@ static int report(emulation *em, const emulate_args *a)
                    (em->sd ? 0 : em->need.storage_bytes);
     uint64_t predicted = ram_total(&em->s.ram, em->s.sim.placed_peak_bytes) + (em->sd ? 0 : em->need.storage_bytes);
     bool same = !a->no_host && strcmp(sha, host) == 0 && strcmp(sha, keep) == 0;
+    bool intact = num(dv, "image_intact") == 1; /* nothing wrote the parameters read in place */
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "model", em->s.g->model);
     cJSON_AddStringToObject(o, "board", "netduinoplus2");
@@ -480,10 +484,12 @@ static int report(emulation *em, const emulate_args *a)
     cJSON_AddNumberToObject(o, "image_bytes", (double)em->img_len);
     static const char *copied[] = {"ram_static_bytes", "stack_peak_bytes", "stack_bytes", "arena_bytes",
                                    "arena_peak_bytes", "persistent_bytes", "workspace_bytes", "control_bytes", "memory_bytes",
+                                   "flash_params_bytes",
                                    "recomputations", "page_outs", "page_ins", "paged_out_bytes", "paged_in_bytes",
                                    "conv_forward_ticks", "conv_backward_ticks", "kernel_ticks"};
     for (size_t i = 0; i < sizeof copied / sizeof *copied; i++)
         if (cJSON_GetObjectItemCaseSensitive(dv, copied[i])) cJSON_AddNumberToObject(o, copied[i], num(dv, copied[i]));
+    cJSON_AddBoolToObject(o, "image_intact", intact);
     cJSON_AddNumberToObject(o, "planned_arena_bytes", (double)em->s.sim.placed_peak_bytes);
     cJSON_AddNumberToObject(o, "storage_in_ram_bytes", em->sd ? 0 : (double)em->need.storage_bytes);
     cJSON_AddNumberToObject(o, "ram_total_bytes", (double)ram);
@@ -511,6 +517,9 @@ static int report(emulation *em, const emulate_args *a)
                format_bytes((uint64_t)num(dv, "persistent_bytes"), b[7]),
                format_bytes((uint64_t)num(dv, "workspace_bytes"), b[8]),
                format_bytes((uint64_t)num(dv, "control_bytes"), b[9]));
+        if (num(dv, "flash_params_bytes") > 0)
+            printf("  frozen parameters read in place from flash: %s (the image %s after training)\n",
+                   format_bytes((uint64_t)num(dv, "flash_params_bytes"), b[0]), intact ? "intact" : "CHANGED");
         printf("  %.0f recomputations, %s paged out, %s paged in; %.0f instructions per step "
                "(the %s profile predicts %.3f s of compute per step)\n",
                num(dv, "recomputations"), format_bytes((uint64_t)num(dv, "paged_out_bytes"), b[0]),
@@ -525,6 +534,10 @@ static int report(emulation *em, const emulate_args *a)
     }
     if (!rc && strcmp(sha, file_sha) != 0) {
         fprintf(stderr, "poet emulate: the weights file does not hash to what the device reported\n");
+        rc = 1;
+    }
+    if (!rc && !intact) {
+        fprintf(stderr, "poet emulate: the device image in flash changed during training\n");
         rc = 1;
     }
     if (!rc && !test_same) {

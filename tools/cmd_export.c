@@ -18,6 +18,7 @@ static const char EXPORT_HELP[] =
     "  --train SPEC  what trains: all, biases, last:N, ratio:R or mask:FILE, then\n"
     "                +frozen-bn, +masks, +ratio:R (docs/partial.md)\n"
 RUNTIME_MODEL_HELP
+FROZEN_HELP
     "  --chunk N     the kernels' scratch holds im2col chunks of N output positions\n"
     "                (default 16; 1 is the least memory, 0 whole images, the fastest)\n";
 

@@ -12,7 +12,7 @@
 static const char FIT_HELP[] =
     "usage: poet fit (--model NAME | --onnx FILE) --device DEV [--batch N]... [--train SPEC]...\n"
     "                [--max-batch N] [--runtime-factor F] [--runtime-model M] [--planner NAME]\n"
-    "                [--time-limit S] [--json]\n"
+    "                [--frozen WHERE] [--time-limit S] [--json]\n"
     "For each --train spec (default: all, last:2, last:1 and biases, each also\n"
     "with +frozen-bn+masks) and each batch (default: 1, 2, 4, ... up to\n"
     "--max-batch, 64 by default, stopping where even the state beside the\n"
@@ -30,12 +30,13 @@ static const char FIT_HELP[] =
     "  --max-batch N     the largest batch tried by default (1 to 65536)\n"
     "  --runtime-factor F  the runtime limit of the plans (default 1.5)\n"
 RUNTIME_MODEL_HELP
+FROZEN_HELP
     "  --planner NAME    default fast; --time-limit S: per plan (default 5)\n";
 
 enum { MAX_TRIES = 16, PROBES = 7 };
 
 typedef struct fit_args {
-    const char *model, *onnx, *device, *max_batch, *factor, *planner, *time_limit, *runtime_model;
+    const char *model, *onnx, *device, *max_batch, *factor, *planner, *time_limit, *runtime_model, *frozen;
     const char *batches[MAX_TRIES], *specs[MAX_TRIES];
     int n_batches, n_specs;
     bool json, help;
@@ -55,6 +56,7 @@ typedef struct fit_setup {
     poet_profile dev;
     double rho, limit_s;
     bool counts_paging;
+    poet_frozen_home frozen;
     const char *planner;
 } fit_setup;
 
@@ -124,7 +126,7 @@ static int fit_one(const fit_args *a, const fit_setup *f, const char *spec, int 
     poet_err err = {0};
     poet_instance inst;
     if (poet_instance_from_graph(g, &f->dev, &inst, &err)) rc = lib_error(&err);
-    else if (!(rc = ram_use_of(g, &inst, POET_OPT_SGD, DEVICE_CHUNK, UINT64_MAX, &row->ram))) {
+    else if (!(rc = ram_use_of(g, &inst, POET_OPT_SGD, DEVICE_CHUNK, f->frozen, UINT64_MAX, &row->ram))) {
         if (beside_fills(f, &row->ram))
             snprintf(row->why, sizeof row->why, "the state beside the activations alone takes the RAM");
         else
@@ -177,7 +179,7 @@ static int parse_fit(int argc, char **argv, fit_args *a)
     opt opts[] = {{"--model", true, &a->model, NULL},           {"--onnx", true, &a->onnx, NULL},
                   {"--device", true, &a->device, NULL},         {"--max-batch", true, &a->max_batch, NULL},
                   {"--runtime-factor", true, &a->factor, NULL}, {"--planner", true, &a->planner, NULL},
-                  {"--runtime-model", true, &a->runtime_model, NULL},
+                  {"--runtime-model", true, &a->runtime_model, NULL}, {"--frozen", true, &a->frozen, NULL},
                   {"--time-limit", true, &a->time_limit, NULL}, {"--json", false, NULL, &a->json},
                   {NULL, false, NULL, NULL}};
     char **rest = calloc((size_t)argc + 1, sizeof *rest);
@@ -245,6 +247,7 @@ int cmd_fit(int argc, char **argv)
         return usage_error("fit", "--runtime-factor must be a number from 1 to 1e6, got", a.factor);
     if (!parse_runtime_model(a.runtime_model, &f.counts_paging))
         return usage_error("fit", "--runtime-model must be serial or compute, got", a.runtime_model);
+    if (!parse_frozen(a.frozen, &f.frozen)) return usage_error("fit", "--frozen must be flash or ram, got", a.frozen);
     if (a.time_limit && !parse_time_limit(a.time_limit, &f.limit_s))
         return usage_error("fit", "--time-limit must be seconds in (0, 86400], got", a.time_limit);
     if (!poet_planner_find(f.planner)) return usage_error("fit", "unknown planner (see poet planners):", f.planner);

@@ -31,8 +31,8 @@ static const char TRAIN_HELP[] =
     "                    (+frozen-bn, +masks, +ratio:R)\n"
     "                      (docs/partial.md); frozen tensors keep their weights\n"
 RUNTIME_MODEL_HELP
-    "  --budget            as poet plan reads it (ram: the device's RAM less the\n"
-    "                      weights, gradients and optimizer state)\n"
+FROZEN_HELP
+    "  --budget            as poet plan reads it (ram: the arena the RAM leaves)\n"
     "  --schedule FILE     train under a schedule from poet plan --out instead of\n"
     "                      planning (checked against the model, device and batch)\n"
 DATA_HELP
@@ -207,7 +207,7 @@ static int start_engine(run *r, const parsed *q)
         use = &st;
     }
     poet_engine_config cfg = {r->s.g, &r->s.p, &r->s.plan.schedule, use, q->v.opt, q->v.seed, 0, session_params(&r->s),
-                              session_buffers(&r->s)};
+                              session_buffers(&r->s), q->v.frozen};
     if (poet_engine_new(&cfg, &r->e, &err)) {
         poet_storage_close(&st);
         return lib_error(&err);

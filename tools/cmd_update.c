@@ -29,6 +29,7 @@ static const char UPDATE_HELP[] =
     "deploys the first model whole. A round whose rewound model is less accurate\n"
     "on validation than the deployed one sends nothing (unless --always-send).\n"
 RUNTIME_MODEL_HELP
+FROZEN_HELP
     "  --method        dpu (default): global and local contributions; gcpu: global\n"
     "                  only; rpu: a random subset; prune: the largest weights, the\n"
     "                  rest zero; full: every weight\n"
@@ -257,7 +258,7 @@ int cmd_update(int argc, char **argv)
         return rc;
     }
     poet_engine_config cfg = {s.g, &s.p, &s.plan.schedule, NULL, u.v.opt, u.v.seed, 0, session_params(&s),
-                              session_buffers(&s)};
+                              session_buffers(&s), u.v.frozen};
     if (!(rc = open_data("update", &a.t, &u.v, s.g, &d)) && poet_update_server_new(&cfg, &u.o, &srv, &err))
         rc = lib_error(&err);
     if (!rc) rc = write_image(a.out, srv);

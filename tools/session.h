@@ -8,7 +8,7 @@
 /* The options that say what to train and how. */
 typedef struct train_opts {
     const char *model, *onnx, *device, *budget, *data, *data_dir, *planner, *factor, *batch, *seed, *optimizer, *lr;
-    const char *time_limit, *schedule, *train, *runtime_model;
+    const char *time_limit, *schedule, *train, *runtime_model, *frozen;
     const char *labels, *test_data, *test_labels, *test_split; /* DATA_OPTS' */
 } train_opts;
 
@@ -19,7 +19,7 @@ typedef struct train_opts {
         {"--seed", true, &(t).seed, NULL}, {"--optimizer", true, &(t).optimizer, NULL},                             \
         {"--lr", true, &(t).lr, NULL}, {"--time-limit", true, &(t).time_limit, NULL},                             \
         {"--schedule", true, &(t).schedule, NULL}, {"--train", true, &(t).train, NULL},                             \
-        {"--runtime-model", true, &(t).runtime_model, NULL}
+        {"--runtime-model", true, &(t).runtime_model, NULL}, {"--frozen", true, &(t).frozen, NULL}
 
 /* ... and those of the commands that train on a data set. */
 #define DATA_OPTS(t)                                                                                              \
@@ -45,6 +45,7 @@ typedef struct train_values {
     uint32_t chunk;           /* the device's im2col chunk (--chunk; DEVICE_CHUNK) */
     uint64_t fixed_ram_bytes; /* the firmware's RAM; UINT64_MAX: the profile's */
     bool counts_paging;       /* --runtime-model serial */
+    poet_frozen_home frozen;  /* --frozen */
 } train_values;
 
 /* Checks the options (cmd names the command in messages); 0 or an exit code. */

@@ -201,6 +201,20 @@ static void write_floats(const float *w, uint64_t count, const char *path)
     }
 }
 
+/* The parameter vector, part by part: the parts in flash are read where
+ * they lie, with no copy in RAM. */
+static void write_weights(const poet_dev *d, const char *path)
+{
+    int h = path ? sh_open(path, SH_WRITE_BINARY) : -1;
+    for (uint32_t v = 0; h >= 0 && v < poet_dev_forward_nodes(d); v++)
+        for (int part = 0; part < 2; part++) {
+            uint64_t count;
+            const float *w = poet_dev_params_read(d, (int)v, part, &count);
+            if (w) sh_write(h, w, (size_t)count * sizeof(float));
+        }
+    if (h >= 0) sh_close(h);
+}
+
 typedef struct run {
     poet_dev *d;
     poet_dev_memory need;
@@ -240,6 +254,10 @@ static void report(const run *r, const args *a)
     put_field("workspace_bytes", r->need.workspace_bytes);
     put_field("control_bytes", r->need.control_bytes);
     put_field("memory_bytes", r->need.total_bytes);
+    put_field("flash_params_bytes", r->need.flash_bytes);
+    /* the parameters read in place are never written: the image's CRC-32 still holds after training */
+    put_field("image_intact", poet_dev_inspect(__image_start, (size_t)poet_dev_image_length(__image_start), &(poet_dev_memory){0},
+                                               NULL) == POET_OK);
     put_field("recomputations", (uint64_t)s->recomputations);
     put_field("page_outs", (uint64_t)s->page_outs);
     put_field("page_ins", (uint64_t)s->page_ins);
@@ -687,9 +705,8 @@ int main(void)
         else r.store_saved = 1;
     }
     uint64_t count;
-    const float *w = poet_dev_weights(r.d, &count);
-    write_floats(w, count, a.weights);
-    w = poet_dev_state(r.d, &count); /* batch norm statistics: what an exported model needs beside the weights */
+    write_weights(r.d, a.weights);
+    const float *w = poet_dev_state(r.d, &count); /* batch norm statistics: what an exported model needs beside the weights */
     write_floats(w, count, a.state);
     report(&r, &a);
     return rc;

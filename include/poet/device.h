@@ -36,11 +36,12 @@ extern "C" {
 /* ---- memory ---- */
 typedef struct poet_dev_memory {
     uint64_t arena_bytes;      /* activations: the schedule's placement */
-    uint64_t persistent_bytes; /* weights, gradients, optimizer state, batch norm statistics, the batch */
+    uint64_t persistent_bytes; /* weights in RAM, gradients, optimizer state, batch norm statistics, the batch */
     uint64_t workspace_bytes;  /* kernels' scratch */
     uint64_t control_bytes;    /* the executor's own state */
     uint64_t total_bytes;      /* what poet_dev_open needs, alignment included */
     uint64_t storage_bytes;    /* on storage: the slots of paged tensors */
+    uint64_t flash_bytes;      /* parameters read in place from the image (frozen ones, when exported so) */
 } poet_dev_memory;
 
 /* The length an image declares in its header (it starts with at least 24
@@ -121,12 +122,23 @@ void poet_dev_state_save(const poet_dev *d, void *dst);
 poet_status poet_dev_state_load(poet_dev *d, const void *src, size_t len, poet_err *err);
 
 /* Direct access, for tests and for exporting: a forward node's parameters
- * (or their gradients) and batch norm statistics. NULL for other nodes. */
+ * (or their gradients) and batch norm statistics. NULL for other nodes,
+ * and for parameters of which a part is read in place from flash (they
+ * cannot be written; poet_dev_params_read reads them). */
 float *poet_dev_params(poet_dev *d, int node, bool gradient, uint64_t *count);
-/* All trainable weights, in node order (what poet_dev_weights_sha256
- * hashes), or their gradients from the last step; and all buffers (batch
- * norm statistics, constants). */
+/* Part `part` (0: weights, gamma or operand; 1: bias or beta) of a forward
+ * node's parameters, wherever it lives; NULL when it has none. */
+const float *poet_dev_params_read(const poet_dev *d, int node, int part, uint64_t *count);
+/* All parameters in node order (what poet_dev_weights_sha256 hashes; count
+ * is always set), or NULL when some are read in place from flash:
+ * poet_dev_weights_copy then gathers them into dst (count floats). Also
+ * the gradients from the last step; and all buffers (batch norm
+ * statistics, constants). */
 const float *poet_dev_weights(const poet_dev *d, uint64_t *count);
+void poet_dev_weights_copy(const poet_dev *d, float *dst);
+/* Parameters the device reads in place from the image, never copying or
+ * writing them (frozen tensors exported with their home in flash). */
+uint64_t poet_dev_flash_params(const poet_dev *d);
 const float *poet_dev_gradients(const poet_dev *d, uint64_t *count);
 const float *poet_dev_state(const poet_dev *d, uint64_t *count);
 float *poet_dev_buffers(poet_dev *d, int node, uint64_t *count);

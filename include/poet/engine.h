@@ -40,6 +40,12 @@ poet_optimizer poet_optimizer_default(poet_optimizer_kind kind);
 int poet_optimizer_slots(poet_optimizer_kind kind);
 
 /* ---- the device image: what a device (or this runtime) trains from ---- */
+
+/* Where the parameters that do not train live on the device: copied into
+ * RAM, or read in place from the image (flash on a microcontroller; zero
+ * RAM, never written). Training gives the same bits either way. */
+typedef enum poet_frozen_home { POET_FROZEN_IN_RAM = 0, POET_FROZEN_IN_FLASH = 1 } poet_frozen_home;
+
 typedef struct poet_export_options {
     poet_optimizer optimizer;
     uint64_t seed;            /* initial weights (unless given) and dropout masks */
@@ -47,6 +53,7 @@ typedef struct poet_export_options {
                                * (the fastest; up to 16 MiB) */
     const float *params;      /* initial weights in node order, or NULL: from the seed */
     const float *buffers;     /* initial batch norm statistics, or NULL: mean 0, variance 1 */
+    poet_frozen_home frozen;
 } poet_export_options;
 
 /* Checks the graph, validates the schedule, builds its instruction stream
@@ -92,6 +99,7 @@ typedef struct poet_engine_config {
     uint32_t chunk_positions;    /* kernels' scratch (poet_export_options); 0: the fastest */
     const float *params;         /* initial weights (an imported model's), or NULL: from the seed */
     const float *buffers;        /* initial batch norm statistics and constants, or NULL */
+    poet_frozen_home frozen;     /* poet_export_options */
 } poet_engine_config;
 
 poet_status poet_engine_new(const poet_engine_config *cfg, poet_engine **out, poet_err *err);

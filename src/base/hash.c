@@ -95,6 +95,11 @@ void sha256_hex(const void *data, size_t len, char hex[65])
     sha256_init(&c);
     sha256_update(&c, data, len);
     sha256_final(&c, digest);
+    sha256_digest_hex(digest, hex);
+}
+
+void sha256_digest_hex(const uint8_t digest[32], char hex[65])
+{
     static const char digits[] = "0123456789abcdef";
     for (int i = 0; i < 32; i++) {
         hex[2 * i] = digits[digest[i] >> 4];

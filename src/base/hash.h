@@ -9,6 +9,7 @@
 
 /* The SHA-256 of data as 64 lowercase hex digits and a NUL. */
 void sha256_hex(const void *data, size_t len, char hex[65]);
+void sha256_digest_hex(const uint8_t digest[32], char hex[65]);
 
 /* ... and of data that arrives in pieces (a patch's weights, computed one
  * at a time). */

@@ -96,7 +96,7 @@ static void scatter_patches(const float *rows, conv_dims d, idx p0, idx np, floa
 void kernel_conv_forward(const kernel_ctx *c)
 {
     conv_dims d = conv_dims_of(c->n, node_in(c, 0));
-    const float *bias = conv_has_bias(c->n) ? c->params + d.F * d.KK : NULL;
+    const float *bias = conv_has_bias(c->n) ? c->bias : NULL;
     bool direct = conv_direct(d);
     idx chunk = conv_chunk(c, d);
     for (idx n = 0; n < d.N; n++)

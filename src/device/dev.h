@@ -17,7 +17,8 @@ struct poet_dev {
     const poet_dev_storage *storage;
     double (*clock)(void);
     unsigned char *arena;
-    float *params, *grads, *opt_m, *opt_v, *state, *state_next, *batch_x, *work;
+    float *params; /* the parameters whose home is RAM (knode.home); the others are read from the image */
+    float *grads, *opt_m, *opt_v, *state, *state_next, *batch_x, *work;
     int32_t *labels;
     int32_t *live;  /* node -> buffer in RAM, or -1 */
     int64_t *pending; /* node -> ticket of its page-out, or -1 */
@@ -36,6 +37,39 @@ static inline const uint32_t *channel_lists(const poet_dev *d)
 {
     return d->h->channels_at ? (const uint32_t *)(const void *)(d->image + d->h->channels_at) : NULL;
 }
+
+/* Part `part` of node n's parameters where a kernel reads it: in RAM, or
+ * in place in the image. */
+static inline const float *dev_part(const poet_dev *d, const knode *n, int part)
+{
+    uint64_t at, count;
+    if (n->home[part] != KHOME_FLASH) return d->params + n->home[part];
+    knode_part(n, part, &at, &count);
+    return (const float *)(const void *)(d->image + d->h->params_at) + at;
+}
+
+/* ... where it may be written: NULL for a home in flash. */
+static inline float *dev_part_ram(const poet_dev *d, const knode *n, int part)
+{
+    return n->home[part] == KHOME_FLASH ? NULL : d->params + n->home[part];
+}
+
+/* Runs the statement after it for every non-empty part of every forward
+ * node, in the order of the parameter vector (poet_dev_weights_copy), with
+ * v, part, at (its first float in the vector) and count set. */
+#define DEV_FOR_EACH_PART(d, v, part, at, count)                                                                   \
+    for (uint32_t v = 0; v < (d)->h->n_forward; v++)                                                               \
+        for (int part = 0; part < 2; part++)                                                                       \
+            for (uint64_t at, count, once_ = (knode_part(&(d)->nodes[v], part, &at, &count), count != 0); once_;   \
+                 once_ = 0)
+
+/* SHA-256 of the parameter vector (poet_dev_weights_sha256's digest). */
+void dev_weights_digest(const poet_dev *d, uint8_t digest[32]);
+
+/* The first forward node one of whose parameters homed in flash differs
+ * (in its bits) from vector[] (a whole parameter vector), or -1: a state,
+ * a saved model or a patch that would write flash is refused. */
+int dev_flash_changed(const poet_dev *d, const float *vector);
 
 /* New weights (a patch, a saved model) make the optimizer state stale:
  * start it afresh. */

@@ -36,7 +36,7 @@ static bool layout_of(const img_header *h, layout *L)
 #define PLACE(field, count, size) (L->field = at, ok = ok && ck_place(&at, (count), (size), ALIGN))
     PLACE(dev, 1, DEV_STATE_BYTES);
     PLACE(arena, h->train.arena_bytes, 1);
-    PLACE(params, h->n_params, 4);
+    PLACE(params, h->n_resident, 4);
     PLACE(grads, h->n_trained, 4);
     PLACE(opt_m, h->n_trained, 4);
     PLACE(opt_v, h->optimizer == KOPT_ADAM ? h->n_trained : 0, 4);
@@ -68,7 +68,8 @@ bool image_memory(const img_header *h, poet_dev_memory *need)
                               .workspace_bytes = h->workspace_bytes,
                               .control_bytes = (L.arena - L.dev) + (L.work - L.live),
                               .total_bytes = L.end,
-                              .storage_bytes = h->storage_bytes};
+                              .storage_bytes = h->storage_bytes,
+                              .flash_bytes = 4 * (h->n_params - h->n_resident)};
     return true;
 }
 
@@ -122,7 +123,9 @@ poet_status poet_dev_open(const void *image, size_t image_bytes, void *memory, s
                     .batch_x = (float *)(void *)(m + L.batch), .labels = (int32_t *)(void *)(m + L.labels),
                     .live = (int32_t *)(void *)(m + L.live), .pending = (int64_t *)(void *)(m + L.pending),
                     .work = (float *)(void *)(m + L.work)};
-    memcpy(d->params, img + h->params_at, 4 * h->n_params);
+    DEV_FOR_EACH_PART(d, v, part, at, count) /* a home in flash is read where it lies */
+        if (d->nodes[v].home[part] != KHOME_FLASH)
+            memcpy(dev_part_ram(d, &d->nodes[v], part), img + h->params_at + 4 * at, 4 * count);
     memset(d->grads, 0, 4ull * h->n_trained);
     memset(d->opt_m, 0, 4ull * h->n_trained);
     if (d->opt_v) memset(d->opt_v, 0, 4ull * h->n_trained);
@@ -162,7 +165,7 @@ static poet_status compute(poet_dev *d, const kbuffer *bufs, const kinstr *in, b
 {
     const knode *n = &d->nodes[in->node];
     bool first = training && (in->flags & KI_FIRST);
-    kernel_ctx c = {.nodes = d->nodes, .n = n, .out = tensor(d, bufs, in->node), .params = d->params + n->param_at,
+    kernel_ctx c = {.nodes = d->nodes, .n = n, .out = tensor(d, bufs, in->node), .params = dev_part(d, n, 0), .bias = dev_part(d, n, 1),
                     .running = d->state + n->buffer_at, .batch_x = d->batch_x, .labels = d->labels,
                     .dropout_seed = mix64(d->h->seed ^ mix64(d->step + 0x5eed)), .work = d->work,
                     .work_floats = (size_t)(d->h->workspace_bytes / 4), .training = training,
@@ -390,8 +393,23 @@ void poet_dev_batch_buffers(poet_dev *d, float **x, int32_t **labels)
 const float *poet_dev_weights(const poet_dev *d, uint64_t *count)
 {
     *count = d->h->n_params;
-    return d->params;
+    return d->h->n_resident == d->h->n_params ? d->params : NULL;
 }
+
+void poet_dev_weights_copy(const poet_dev *d, float *dst)
+{
+    DEV_FOR_EACH_PART(d, v, part, at, count) memcpy(dst + at, dev_part(d, &d->nodes[v], part), 4 * count);
+}
+
+int dev_flash_changed(const poet_dev *d, const float *vector)
+{
+    DEV_FOR_EACH_PART(d, v, part, at, count)
+        if (d->nodes[v].home[part] == KHOME_FLASH && memcmp(vector + at, dev_part(d, &d->nodes[v], part), 4 * count))
+            return (int)v;
+    return -1;
+}
+
+uint64_t poet_dev_flash_params(const poet_dev *d) { return d->h->n_params - d->h->n_resident; }
 
 const float *poet_dev_gradients(const poet_dev *d, uint64_t *count)
 {
@@ -410,9 +428,19 @@ const void *poet_dev_arena(const poet_dev *d) { return d->arena; }
 uint64_t poet_dev_seed(const poet_dev *d) { return d->h->seed; }
 uint32_t poet_dev_graph_hash(const poet_dev *d) { return d->h->graph_hash; }
 
+void dev_weights_digest(const poet_dev *d, uint8_t digest[32])
+{
+    sha256_ctx c;
+    sha256_init(&c);
+    DEV_FOR_EACH_PART(d, v, part, at, count) sha256_update_floats(&c, dev_part(d, &d->nodes[v], part), count);
+    sha256_final(&c, digest);
+}
+
 void poet_dev_weights_sha256(const poet_dev *d, char hex[65])
 {
-    sha256_hex(d->params, 4 * d->h->n_params, hex);
+    uint8_t digest[32];
+    dev_weights_digest(d, digest);
+    sha256_digest_hex(digest, hex);
 }
 
 /* ---- state ---- */
@@ -426,7 +454,7 @@ void poet_dev_state_save(const poet_dev *d, void *dst)
 {
     unsigned char *p = dst;
     size_t np = 4 * d->h->n_params, nt = 4 * (size_t)d->h->n_trained, ns = 4 * d->h->n_state;
-    memcpy(p, d->params, np), p += np;
+    poet_dev_weights_copy(d, (float *)(void *)p), p += np;
     memcpy(p, d->opt_m, nt), p += nt;
     if (d->opt_v)
         memcpy(p, d->opt_v, nt);
@@ -445,7 +473,12 @@ poet_status poet_dev_state_load(poet_dev *d, const void *src, size_t len, poet_e
     size_t np = 4 * d->h->n_params, nt = 4 * (size_t)d->h->n_trained, ns = 4 * d->h->n_state;
     uint64_t step = le_get(p + np + 2 * nt + ns, 8);
     if (step >> 63) return poet_fail(err, POET_ERR_INVALID, "state has a negative step count");
-    memcpy(d->params, p, np);
+    int changed = dev_flash_changed(d, (const float *)(const void *)p);
+    if (changed >= 0)
+        return poet_fail(err, POET_ERR_INVALID, "state: it changes the frozen parameters of node %d, which this image "
+                                                "reads from flash", changed);
+    DEV_FOR_EACH_PART(d, v, part, at, count)
+        if (d->nodes[v].home[part] != KHOME_FLASH) memcpy(dev_part_ram(d, &d->nodes[v], part), p + 4 * at, 4 * count);
     memcpy(d->opt_m, p + np, nt);
     if (d->opt_v) memcpy(d->opt_v, p + np + nt, nt);
     memcpy(d->state, p + np + 2 * nt, ns);
@@ -459,7 +492,17 @@ float *poet_dev_params(poet_dev *d, int node, bool gradient, uint64_t *count)
     const knode *n = &d->nodes[node];
     *count = gradient ? knode_trained(n) : n->params;
     if (!*count) return NULL;
-    return gradient ? d->grads + n->grad_at : d->params + n->param_at;
+    if (gradient) return d->grads + n->grad_at;
+    /* homes in RAM follow one another: the weights and the bias are adjacent when both are there */
+    return n->home[0] != KHOME_FLASH && n->home[1] != KHOME_FLASH ? d->params + n->home[0] : NULL;
+}
+
+const float *poet_dev_params_read(const poet_dev *d, int node, int part, uint64_t *count)
+{
+    uint64_t at;
+    if (node < 0 || (uint32_t)node >= d->h->n_forward || part < 0 || part > 1) return NULL;
+    knode_part(&d->nodes[node], part, &at, count);
+    return *count ? dev_part(d, &d->nodes[node], part) : NULL;
 }
 
 float *poet_dev_buffers(poet_dev *d, int node, uint64_t *count)

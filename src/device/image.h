@@ -16,7 +16,7 @@
 #include "poet/ops.h"
 
 #define POET_IMAGE_MAGIC "POETIMG"  /* and a NUL: 8 bytes */
-#define POET_IMAGE_VERSION 4u
+#define POET_IMAGE_VERSION 5u
 #define POET_IMAGE_ALIGN 8u         /* every section starts at a multiple */
 
 /* What a grad node's inputs are, in this order: the incoming gradient,
@@ -44,7 +44,33 @@ typedef struct knode {
     uint32_t reads;              /* grad nodes: which inputs are what (KR_*) */
     uint32_t grad_at;            /* its trained parameters' gradients and optimizer state: where they start in
                                     blocks of n_trained floats (poet_param_trained); grad nodes: of fwd */
+    uint32_t home[2];            /* where its weights (0) and its bias (1) live: the float where each starts in
+                                    the device's resident parameters (RAM), or KHOME_FLASH: read in place from
+                                    the image, never written (frozen only); grad nodes: of fwd */
 } knode;
+
+/* A parameter tensor that the device reads where the image lies (flash)
+ * and never copies: its home[] entry. */
+#define KHOME_FLASH UINT32_MAX
+
+/* Part `part` of a node's parameters (0: weights, gamma or operand; 1:
+ * bias or beta, poet_param_split): its first float in the parameter
+ * vector and its count. */
+static inline void knode_part(const knode *n, int part, uint64_t *at, uint64_t *count)
+{
+    uint64_t w, b;
+    poet_param_split((poet_op)n->op, &n->attrs, n->params, &w, &b);
+    *at = (uint64_t)n->param_at + (part ? w : 0);
+    *count = part ? b : w;
+}
+
+/* Of part `part`, the floats that train (poet_param_trained_split). */
+static inline uint64_t knode_part_trained(const knode *n, int part)
+{
+    uint64_t tw, tb;
+    poet_param_trained_split((poet_op)n->op, &n->attrs, n->params, &tw, &tb);
+    return part ? tb : tw;
+}
 
 /* One instruction of a program: the operations of poet_instr_op (checked
  * equal where the host writes them). */
@@ -91,6 +117,7 @@ typedef struct img_header {
     uint64_t budget_bytes;
     kprogram train, eval;
     char model[32], planner[32];
+    uint64_t n_resident;            /* floats of the parameters whose home is RAM (knode.home) */
 } img_header;
 
 /* The memory a device needs for an image with this header (its sizes
@@ -157,12 +184,12 @@ static inline uint64_t knode_fan_in(const knode *nodes, const knode *n)
 double image_init_bound(const knode *nodes, int v);
 
 /* Fixed layouts: the same bytes on every platform poet builds for. */
-_Static_assert(sizeof(knode) == 224, "knode layout");
+_Static_assert(sizeof(knode) == 232, "knode layout");
 _Static_assert(sizeof(poet_attrs) == 140, "poet_attrs: 4-byte fields only");
 _Static_assert(sizeof(kinstr) == 8, "kinstr layout");
 _Static_assert(sizeof(kbuffer) == 16, "kbuffer layout");
 _Static_assert(sizeof(kprogram) == 24, "kprogram layout");
-_Static_assert(sizeof(img_header) == 280, "img_header layout");
+_Static_assert(sizeof(img_header) == 288, "img_header layout");
 _Static_assert(offsetof(img_header, image_bytes) == 16, "poet_dev_image_length reads it there");
 
 #endif

@@ -139,6 +139,7 @@ static const char *node_problem(const img_header *h, const knode *nodes, uint32_
     if ((n->op == POET_OP_INPUT && v != h->input) || (n->op == POET_OP_SOFTMAX_CE && v != h->loss))
         return "a second input or loss";
     if (backward ? !grad_shapes_ok(nodes, n, (int)v) : !forward_shapes_ok(nodes, n)) return "shapes of its op";
+    if (n->op == POET_OP_GRAD && memcmp(n->home, nodes[n->fwd].home, sizeof n->home) != 0) return "parameter homes";
     if (backward ? n->op == POET_OP_GRAD && n->grad_at != nodes[n->fwd].grad_at
                  : (uint64_t)n->grad_at + knode_trained(n) > h->n_trained)
         return "gradients outside the image";
@@ -182,6 +183,27 @@ static poet_status check_channels(const uint8_t *img, const img_header *h, const
     return POET_OK;
 }
 
+/* Homes in RAM follow one another in node order, weights before bias, so
+ * that they cover [0, n_resident) once; a home in flash is frozen. */
+static poet_status check_homes(const img_header *h, const knode *nodes, poet_err *err)
+{
+    uint64_t resident = 0;
+    for (uint32_t v = 0; v < h->n_forward; v++)
+        for (int part = 0; part < 2; part++) {
+            uint64_t at, count;
+            knode_part(&nodes[v], part, &at, &count);
+            uint32_t home = nodes[v].home[part];
+            bool ok = home == KHOME_FLASH ? count && !knode_part_trained(&nodes[v], part) : home == resident;
+            if (!ok)
+                return poet_fail(err, POET_ERR_PARSE, "device image: node %u is malformed (%s)", (unsigned)v,
+                                 home == KHOME_FLASH ? "a trained tensor homed in flash" : "parameter homes");
+            if (home != KHOME_FLASH) resident += count;
+        }
+    if (resident != h->n_resident)
+        return poet_fail(err, POET_ERR_PARSE, "device image: malformed header (resident parameter count)");
+    return POET_OK;
+}
+
 static poet_status check_nodes(const img_header *h, const knode *nodes, poet_err *err)
 {
     for (uint32_t v = 0; v < h->n_nodes; v++) {
@@ -192,7 +214,7 @@ static poet_status check_nodes(const img_header *h, const knode *nodes, poet_err
     if (in->op != POET_OP_INPUT || loss->op != POET_OP_SOFTMAX_CE || in->numel != h->batch_numel ||
         (int64_t)h->rows != logits->dim[0] || (int64_t)h->classes != logits->dim[1])
         return poet_fail(err, POET_ERR_PARSE, "device image: its input or loss node is malformed");
-    return POET_OK;
+    return check_homes(h, nodes, err);
 }
 
 static poet_status check_program(const uint8_t *img, const img_header *h, const kprogram *pg, const char *what,

@@ -22,7 +22,8 @@ typedef struct kernel_ctx {
     const knode *n;                    /* the node computed */
     const float *in[POET_MAX_INPUTS];  /* its inputs, in n->inputs order */
     float *out;
-    const float *params;   /* the forward node's parameters (a grad node: its forward node's) */
+    const float *params;   /* the forward node's weights, gamma or operand (a grad node: its forward node's) */
+    const float *bias;     /* ... and its bias or beta: the parameters' two parts live apart (knode.home) */
     /* gradients to write of the weights (gamma, the operand) and of the
      * bias (beta); NULL where frozen, and in a recomputation (no side effects) */
     float *grad_w, *grad_b;

@@ -9,7 +9,7 @@ void kernel_linear_forward(const kernel_ctx *c)
     const knode *x = node_in(c, 0);
     idx I = last_dim(x), R = knode_numel(x) / I, O = c->n->attrs.features;
     bool bias = !(c->n->attrs.flags & POET_ATTR_NO_BIAS);
-    const float *w = c->params, *b = c->params + O * I;
+    const float *w = c->params, *b = c->bias;
     for (idx r = 0; r < R; r++)
         for (idx o = 0; o < O; o++) {
             float s = kernel_dot8(c->in[0] + r * I, w + o * I, I);

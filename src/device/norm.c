@@ -19,7 +19,7 @@ static void channel_stats(const float *x, plane_dims d, idx ch, float *mean, flo
 void kernel_batchnorm_forward(const kernel_ctx *c)
 {
     plane_dims d = planes_of(node_in(c, 0));
-    const float *x = c->in[0], *gamma = c->params, *beta = c->params + d.C;
+    const float *x = c->in[0], *gamma = c->params, *beta = c->bias;
     float m = (float)(d.N * d.HW), mom = c->n->attrs.momentum, eps = c->n->attrs.eps;
     for (idx ch = 0; ch < d.C; ch++) {
         float mean, var;
@@ -90,7 +90,7 @@ void kernel_layernorm_forward(const kernel_ctx *c)
     const knode *x = node_in(c, 0);
     idx D = last_dim(x), R = knode_numel(x) / D;
     bool affine = !(c->n->attrs.flags & POET_ATTR_NO_AFFINE);
-    const float *gamma = c->params, *beta = c->params + D;
+    const float *gamma = c->params, *beta = c->bias;
     for (idx r = 0; r < R; r++) {
         const float *xr = c->in[0] + r * D;
         float mean, inv;

@@ -18,35 +18,36 @@ static double pow_uint(double b, uint64_t e)
     return r;
 }
 
-/* Parameter p, whose gradient and optimizer state are at g. */
-static inline void optimizer_update_one(poet_dev *d, uint64_t p, uint64_t g, float lr, float c1, float c2)
+/* The parameter at param, whose gradient and optimizer state are at g. */
+static inline void optimizer_update_one(poet_dev *d, float *param, uint64_t g, float lr, float c1, float c2)
 {
     const img_header *h = d->h;
-    float grad = d->grads[g] + h->weight_decay * d->params[p];
+    float grad = d->grads[g] + h->weight_decay * *param;
     if (h->optimizer == KOPT_SGD) {
         /* without momentum no state carries over, as in PyTorch: 0 x a non-finite old value would poison every
          * later step (the same bits otherwise: 0 x m + g is g) */
         d->opt_m[g] = h->momentum != 0 ? h->momentum * d->opt_m[g] + grad : grad;
-        d->params[p] -= lr * d->opt_m[g];
+        *param -= lr * d->opt_m[g];
     } else {
         d->opt_m[g] = h->beta1 * d->opt_m[g] + (1 - h->beta1) * grad;
         d->opt_v[g] = h->beta2 * d->opt_v[g] + (1 - h->beta2) * grad * grad;
-        d->params[p] -= lr * (d->opt_m[g] / c1) / (poet_sqrtf(d->opt_v[g] / c2) + h->eps);
+        *param -= lr * (d->opt_m[g] / c1) / (poet_sqrtf(d->opt_v[g] / c2) + h->eps);
     }
 }
 
-/* Parameters outside the train mask keep their value and their optimizer
- * state. Without a mask the loop tests no bit: on a 32-bit core the test
- * costs more than the update. */
-static void optimizer_update_range(poet_dev *d, uint64_t p, uint64_t g, uint64_t count, float lr, float c1,
-                                   float c2)
+/* count parameters from param on, p the first one's index in the parameter
+ * vector. Parameters outside the train mask keep their value and their
+ * optimizer state. Without a mask the loop tests no bit: on a 32-bit core
+ * the test costs more than the update. */
+static void optimizer_update_range(poet_dev *d, float *param, uint64_t p, uint64_t g, uint64_t count, float lr,
+                                   float c1, float c2)
 {
     const uint8_t *mask = d->train_mask;
     if (!mask)
-        for (uint64_t i = 0; i < count; i++) optimizer_update_one(d, p + i, g + i, lr, c1, c2);
+        for (uint64_t i = 0; i < count; i++) optimizer_update_one(d, param + i, g + i, lr, c1, c2);
     else
         for (uint64_t i = 0; i < count; i++)
-            if (mask[(p + i) / 8] >> ((p + i) % 8) & 1) optimizer_update_one(d, p + i, g + i, lr, c1, c2);
+            if (mask[(p + i) / 8] >> ((p + i) % 8) & 1) optimizer_update_one(d, param + i, g + i, lr, c1, c2);
 }
 
 /* A layer whose weight gradient reads a channel_select (ratio:R): only the
@@ -58,10 +59,12 @@ static void optimizer_update_selected(poet_dev *d, const knode *n, const knode *
     uint64_t block = poet_channel_block((poet_op)n->op, &n->attrs);
     const uint32_t *list = channel_lists(d) + sel->attrs.start;
     uint64_t kept = (uint64_t)sel->attrs.features;
+    float *w = dev_part_ram(d, n, 0); /* trained, so in RAM */
     for (uint64_t f = 0; f < rows; f++)
-        for (uint64_t j = 0; j < kept; j++) /* the gradients hold only these, row by row */
-            optimizer_update_range(d, n->param_at + f * cols + list[j] * block, n->grad_at + (f * kept + j) * block,
-                                   block, lr, c1, c2);
+        for (uint64_t j = 0; j < kept; j++) { /* the gradients hold only these, row by row */
+            uint64_t at = f * cols + list[j] * block;
+            optimizer_update_range(d, w + at, n->param_at + at, n->grad_at + (f * kept + j) * block, block, lr, c1, c2);
+        }
 }
 
 /* Frozen tensors have neither gradients nor optimizer state. */
@@ -78,9 +81,9 @@ static void optimizer_update(poet_dev *d)
         const knode *sel = knode_select_after(d->nodes, h->n_forward, v);
         if (sel && tw)
             optimizer_update_selected(d, n, sel, lw, c1, c2);
-        else
-            optimizer_update_range(d, n->param_at, n->grad_at, tw, lw, c1, c2);
-        optimizer_update_range(d, n->param_at + w, n->grad_at + tw, tb, lb, c1, c2);
+        else if (tw)
+            optimizer_update_range(d, dev_part_ram(d, n, 0), n->param_at, n->grad_at, tw, lw, c1, c2);
+        if (tb) optimizer_update_range(d, dev_part_ram(d, n, 1), n->param_at + w, n->grad_at + tw, tb, lb, c1, c2);
     }
 }
 

@@ -146,10 +146,21 @@ static bool is_changed(const patch_view *v, cursor *c, uint64_t w)
     return false;
 }
 
+/* Where parameter i of node k is read and written (NULL: a home in flash). */
+static void param_of(const poet_dev *d, const knode *k, uint64_t i, const float **read, float **write)
+{
+    uint64_t at, w;
+    knode_part(k, 0, &at, &w);
+    int part = i >= w;
+    uint64_t j = part ? i - w : i;
+    *read = dev_part(d, k, part) + j;
+    *write = k->home[part] == KHOME_FLASH ? NULL : dev_part_ram(d, k, part) + j;
+}
+
 /* Every weight the patch makes, in order, then the buffers it sends:
- * hashed, and the weights written when out is not NULL (out may be the
- * weights it reads). */
-static void walk(const poet_dev *d, const patch_view *v, float *out, uint8_t digest[32])
+ * hashed, and the weights written when `write`. The first node whose
+ * parameters in flash the patch would change (-1: none) is *in_flash. */
+static void walk(const poet_dev *d, const patch_view *v, bool write, uint8_t digest[32], int *in_flash)
 {
     const poet_dev_patch_info *in = &v->info;
     sha256_ctx h;
@@ -157,24 +168,27 @@ static void walk(const poet_dev *d, const patch_view *v, float *out, uint8_t dig
     cursor c = {0, in->bitmap || !in->changed ? 0 : bits_at(v->positions, 0, v->index_bits)};
     uint64_t w = 0, value = 0, dense = 0;
     uint32_t layer = 0;
+    *in_flash = -1;
     for (uint32_t n = 0; n < d->h->n_forward; n++) {
         const knode *k = &d->nodes[n];
         uint64_t nw = knode_weights(k), rng = kernel_init_stream(in->seed, (int)n);
         double bound = in->rest == POET_PATCH_REST_INIT && nw ? f64_at(v->bounds, layer++) : 0.0;
         for (uint64_t i = 0; i < k->params; i++) {
-            uint64_t at = k->param_at + i;
-            float x;
+            const float *base;
+            float *to, x;
+            param_of(d, k, i, &base, &to);
             if (i >= nw)
                 x = f32_at(v->dense, dense++);
             else {
                 float init = bound > 0 ? kernel_init_next(&rng, bound) : 0.0f; /* the stream runs on regardless */
                 x = is_changed(v, &c, w++) ? f32_at(v->values, value++)
-                    : in->rest == POET_PATCH_REST_BASE ? d->params[at]
+                    : in->rest == POET_PATCH_REST_BASE ? *base
                     : in->rest == POET_PATCH_REST_INIT ? init
                                                        : 0.0f;
             }
             sha256_update_floats(&h, &x, 1);
-            if (out) out[at] = x;
+            if (!to && *in_flash < 0 && memcmp(&x, base, 4)) *in_flash = (int)n;
+            if (write && to) *to = x;
         }
     }
     for (uint64_t i = 0; i < in->state; i++) sha256_update(&h, v->state + 4 * i, 4); /* little-endian already */
@@ -187,12 +201,16 @@ static poet_status check(const poet_dev *d, const void *patch, size_t len, patch
     if (!st) st = check_positions(v, err);
     if (st) return st;
     uint8_t digest[32];
-    sha256_floats(d->params, d->h->n_params, NULL, 0, digest);
+    int in_flash;
+    dev_weights_digest(d, digest);
     if (memcmp(digest, v->p + PATCH_BASE_AT, 32) != 0)
         return refuse(err, "made for other weights than this device holds (a missed or repeated round?)");
-    walk(d, v, NULL, digest);
+    walk(d, v, false, digest, &in_flash);
     if (memcmp(digest, v->p + PATCH_RESULT_AT, 32) != 0)
         return refuse(err, "it does not give the weights and buffers it promises");
+    if (in_flash >= 0)
+        return poet_fail(err, POET_ERR_INVALID, "patch: it changes the frozen parameters of node %d, which this image "
+                                                "reads from flash; nothing changed", in_flash);
     return POET_OK;
 }
 
@@ -211,7 +229,8 @@ poet_status poet_dev_patch_apply(poet_dev *d, const void *patch, size_t len, poe
     poet_status st = check(d, patch, len, &v, err);
     if (st) return st;
     uint8_t digest[32];
-    walk(d, &v, d->params, digest);
+    int in_flash;
+    walk(d, &v, true, digest, &in_flash);
     for (uint64_t i = 0; i < v.info.state; i++) d->state[i] = f32_at(v.state, i);
     dev_forget_optimizer(d);
     return POET_OK;

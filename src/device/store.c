@@ -75,6 +75,26 @@ static poet_status sequences(const poet_dev *d, const poet_dev_storage *st, uint
     return s;
 }
 
+/* A saved model whose parameters in flash differ from the image's cannot
+ * be loaded: refused before anything changes. */
+static poet_status check_flash_parts(const poet_dev *d, const poet_dev_storage *st, uint64_t body, poet_err *err)
+{
+    uint8_t chunk[STORE_CHUNK];
+    DEV_FOR_EACH_PART(d, v, part, p, count) {
+        if (d->nodes[v].home[part] != KHOME_FLASH) continue;
+        const uint8_t *flash = (const uint8_t *)dev_part(d, &d->nodes[v], part);
+        for (uint64_t off = 0; off < 4 * count; off += STORE_CHUNK) {
+            size_t k = 4 * count - off < STORE_CHUNK ? (size_t)(4 * count - off) : STORE_CHUNK;
+            poet_status s = transfer(st, false, body + 4 * p + off, chunk, k, err);
+            if (s) return s;
+            if (memcmp(chunk, flash + off, k))
+                return poet_fail(err, POET_ERR_INVALID, "model store: the saved model changes the frozen parameters "
+                                                        "of node %u, which this image reads from flash", (unsigned)v);
+        }
+    }
+    return POET_OK;
+}
+
 poet_status poet_dev_store_save(poet_dev *d, const poet_dev_storage *st, uint64_t at, poet_err *err)
 {
     uint64_t seq[2];
@@ -82,7 +102,9 @@ poet_status poet_dev_store_save(poet_dev *d, const poet_dev_storage *st, uint64_
     if (s) return s;
     int target = seq[0] > seq[1] ? 1 : 0; /* never the current slot */
     uint64_t slot = at + (uint64_t)target * slot_bytes(d), np = 4 * d->h->n_params, ns = 4 * d->h->n_state;
-    uint32_t crc = crc32_update(crc32_update(0, d->params, np), d->state, ns);
+    uint32_t crc = 0;
+    DEV_FOR_EACH_PART(d, v, part, p, count) crc = crc32_update(crc, dev_part(d, &d->nodes[v], part), 4 * count);
+    crc = crc32_update(crc, d->state, ns);
     uint8_t h[STORE_HEADER_BYTES];
     memcpy(h, STORE_MAGIC, 8);
     le_put(h + STORE_GRAPH_AT, d->h->graph_hash, 4);
@@ -91,7 +113,10 @@ poet_status poet_dev_store_save(poet_dev *d, const poet_dev_storage *st, uint64_
     le_put(h + STORE_BODY_BYTES_AT, np + ns, 4);
     le_put(h + STORE_HEADER_CRC_AT, crc32_update(0, h, STORE_HEADER_CRC_AT), 4);
     /* the body, durable, before the header that makes it current */
-    if (!s) s = transfer(st, true, slot + STORE_HEADER_BYTES, d->params, (size_t)np, err);
+    DEV_FOR_EACH_PART(d, v, part, p, count) /* the parameter vector, wherever its parts live */
+        if (!s) /* a write only reads the memory it is handed */
+            s = transfer(st, true, slot + STORE_HEADER_BYTES + 4 * p, (void *)(uintptr_t)dev_part(d, &d->nodes[v], part),
+                             (size_t)(4 * count), err);
     if (!s && ns) s = transfer(st, true, slot + STORE_HEADER_BYTES + np, d->state, (size_t)ns, err);
     if (!s) s = st->sync(st->ctx, err);
     if (!s) s = transfer(st, true, slot, h, sizeof h, err);
@@ -106,7 +131,10 @@ poet_status poet_dev_store_load(poet_dev *d, const poet_dev_storage *st, uint64_
     if (s) return s;
     if (!seq[0] && !seq[1]) return poet_fail(err, POET_ERR_NOT_FOUND, "model store: no saved model of this graph");
     uint64_t slot = at + (seq[1] > seq[0] ? slot_bytes(d) : 0) + STORE_HEADER_BYTES, np = 4 * d->h->n_params;
-    s = transfer(st, false, slot, d->params, (size_t)np, err);
+    if ((s = check_flash_parts(d, st, slot, err))) return s;
+    DEV_FOR_EACH_PART(d, v, part, p, count)
+        if (!s && d->nodes[v].home[part] != KHOME_FLASH)
+            s = transfer(st, false, slot + 4 * p, dev_part_ram(d, &d->nodes[v], part), (size_t)(4 * count), err);
     if (!s && d->h->n_state) s = transfer(st, false, slot + np, d->state, (size_t)(4 * d->h->n_state), err);
     dev_forget_optimizer(d);
     return s;

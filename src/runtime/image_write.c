@@ -46,9 +46,36 @@ static poet_status check_graph(const poet_graph *g, const poet_problem *p, poet_
     return POET_OK;
 }
 
-static void to_knodes(const poet_graph *g, knode *k, uint64_t *n_params, uint64_t *n_trained, uint64_t *n_state)
+typedef struct parts {
+    poet_program train, eval;
+    knode *nodes;
+    uint64_t *slots;
+    float *params, *state;
+    uint32_t *channels; /* the channel_select nodes' lists */
+    uint64_t n_channels;
+    uint8_t *schedule;
+    size_t schedule_bytes;
+    uint64_t n_params, n_trained, n_state, n_resident, storage_bytes, workspace_bytes;
+} parts;
+
+/* A frozen part of a node's parameters (none of it trains) is homed in
+ * flash when asked; every other part in RAM, one after another. */
+static void place_homes(knode *o, poet_frozen_home frozen, uint64_t *resident)
 {
-    uint64_t np = 0, nt = 0, ns = 0;
+    for (int part = 0; part < 2; part++) {
+        uint64_t at, count;
+        knode_part(o, part, &at, &count);
+        bool flash = frozen == POET_FROZEN_IN_FLASH && count && !knode_part_trained(o, part);
+        o->home[part] = flash ? KHOME_FLASH : (uint32_t)*resident;
+        if (!flash) *resident += count;
+    }
+}
+
+/* The nodes' records into x->nodes (allocated) and the counts into x. */
+static void to_knodes(const poet_graph *g, poet_frozen_home frozen, parts *x)
+{
+    knode *k = x->nodes;
+    uint64_t np = 0, nt = 0, ns = 0, nr = 0;
     for (int v = 0; v < g->n_nodes; v++) {
         const poet_node *n = &g->nodes[v];
         knode *o = &k[v];
@@ -67,14 +94,16 @@ static void to_knodes(const poet_graph *g, knode *k, uint64_t *n_params, uint64_
         o->param_at = (uint32_t)np, o->params = (uint32_t)n->params, o->grad_at = (uint32_t)nt;
         o->buffer_at = (uint32_t)ns, o->buffers = (uint32_t)n->buffers;
         np += n->params, ns += n->buffers, nt += poet_param_trained(n->op, &n->attrs, n->params);
+        place_homes(o, frozen, &nr);
     }
     for (int v = 0; v < g->n_nodes; v++)
         if (k[v].op == POET_OP_GRAD) {
             const knode *f = &k[k[v].fwd];
             k[v].param_at = f->param_at, k[v].params = f->params, k[v].buffer_at = f->buffer_at, k[v].buffers = f->buffers;
             k[v].grad_at = f->grad_at;
+            memcpy(k[v].home, f->home, sizeof f->home);
         }
-    *n_params = np, *n_trained = nt, *n_state = ns;
+    x->n_params = np, x->n_trained = nt, x->n_state = ns, x->n_resident = nr;
 }
 
 double image_init_bound(const knode *nodes, int v) { return 1.0 / sqrt((double)knode_fan_in(nodes, &nodes[v])); }
@@ -181,17 +210,6 @@ static void put_program(writer *w, const poet_program *q, kprogram *out)
     free(buf);
 }
 
-typedef struct parts {
-    poet_program train, eval;
-    knode *nodes;
-    uint64_t *slots;
-    float *params, *state;
-    uint32_t *channels; /* the channel_select nodes' lists */
-    uint64_t n_channels;
-    uint8_t *schedule;
-    size_t schedule_bytes;
-    uint64_t n_params, n_trained, n_state, storage_bytes, workspace_bytes;
-} parts;
 
 static void parts_free(parts *s)
 {
@@ -301,7 +319,7 @@ static poet_status gather(const poet_graph *g, const poet_problem *p, const poet
     out->nodes = calloc((size_t)T, sizeof *out->nodes);
     out->slots = calloc((size_t)T, sizeof *out->slots);
     if (!out->nodes || !out->slots) return poet_fail(err, POET_ERR_NOMEM, "out of memory writing a device image");
-    to_knodes(g, out->nodes, &out->n_params, &out->n_trained, &out->n_state);
+    to_knodes(g, o->frozen, out);
     out->params = calloc((size_t)out->n_params + 1, sizeof(float));
     out->state = calloc((size_t)out->n_state + 1, sizeof(float));
     if (!out->params || !out->state) return poet_fail(err, POET_ERR_NOMEM, "out of memory for the initial weights");
@@ -325,6 +343,7 @@ static void fill_sizes(img_header *h, const poet_graph *g, const poet_export_opt
     h->rows = (uint32_t)logits->shape.dim[0], h->classes = (uint32_t)logits->shape.dim[1];
     h->optimizer = o->optimizer.kind;
     h->n_params = x->n_params, h->n_state = x->n_state, h->n_trained = (uint32_t)x->n_trained;
+    h->n_resident = x->n_resident;
     h->workspace_bytes = x->workspace_bytes;
 }
 
@@ -356,7 +375,7 @@ poet_status poet_export_memory(const poet_graph *g, const poet_export_options *o
     memset(&x, 0, sizeof x);
     if (!(x.nodes = calloc((size_t)g->n_nodes, sizeof *x.nodes)))
         return poet_fail(err, POET_ERR_NOMEM, "out of memory sizing the device's memory");
-    to_knodes(g, x.nodes, &x.n_params, &x.n_trained, &x.n_state);
+    to_knodes(g, o->frozen, &x);
     x.workspace_bytes = workspace_bytes(x.nodes, g->n_nodes, o->chunk_positions);
     img_header h;
     memset(&h, 0, sizeof h);

@@ -85,14 +85,14 @@ static const field IMAGE_HEADER[] = {
     HEADER_FIELD(beta2),       HEADER_FIELD(eps),            HEADER_FIELD(weight_decay),  HEADER_FIELD(n_trained),
     HEADER_FIELD(channels_at), HEADER_FIELD(seed),           HEADER_FIELD(n_params),      HEADER_FIELD(n_state),
     HEADER_FIELD(batch_numel), HEADER_FIELD(storage_bytes),  HEADER_FIELD(workspace_bytes), HEADER_FIELD(budget_bytes),
-    PROGRAM_FIELDS(train),     PROGRAM_FIELDS(eval),
+    HEADER_FIELD(n_resident),  PROGRAM_FIELDS(train),     PROGRAM_FIELDS(eval),
 };
 
 #define NODE_FIELD(name) {offsetof(knode, name), (int)sizeof(((knode *)0)->name), "node." #name, 0}
 static const field NODE[] = {
     NODE_FIELD(op), NODE_FIELD(n_inputs), NODE_FIELD(ndim), NODE_FIELD(wrt), NODE_FIELD(fwd), NODE_FIELD(param_at),
     NODE_FIELD(params), NODE_FIELD(buffer_at), NODE_FIELD(buffers), NODE_FIELD(numel), NODE_FIELD(reads),
-    NODE_FIELD(grad_at),
+    NODE_FIELD(grad_at), {offsetof(knode, home), 4, "node.home[0]", 0}, {offsetof(knode, home) + 4, 4, "node.home[1]", 0},
 };
 
 static bool within(size_t len, uint64_t at, uint64_t count, uint64_t size)
