@@ -141,6 +141,30 @@ ok "export at fit's arena" "$poet" export --model cnn_digits --device stm32f405 
 whole=$(( $(sed -n 's/.*"memory_bytes":[[:space:]]*\([0-9]*\).*/\1/p' "$tmp/out") + 9216 ))
 expect "fit's whole RAM ($predicted B) is the exported image's ($whole B)" '[ "$whole" = "$predicted" ]'
 refuse "fit: a bad batch" "--batch must be" "$poet" fit --model cnn_digits --device stm32f405 --batch 0
+# frozen parameters read in place from flash take no RAM: exactly their bytes less than with --frozen ram
+for where in ram flash; do
+    ok "fit last:2 with --frozen $where" "$poet" fit --model cnn_digits --device stm32f405 --batch 8 --train last:2 \
+        --frozen $where --json
+    cp "$tmp/out" "$tmp/fit-$where.json"
+done
+fitof() { /usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["fits"][0][sys.argv[2]])' "$tmp/fit-$1.json" "$2"; }
+in_flash=$(fitof flash flash_read_in_place_bytes)
+expect "fit: --frozen flash saves exactly the $in_flash B it reads in place" \
+    '[ "$in_flash" -gt 0 ] && [ $(( $(fitof ram ram_total_bytes) - $(fitof flash ram_total_bytes) )) = "$in_flash" ] && [ "$(fitof ram flash_read_in_place_bytes)" = 0 ]'
+ok "export last:2 at fit's arena" "$poet" export --model cnn_digits --device stm32f405 --batch 8 --train last:2 \
+    --budget "$(fitof flash arena_bytes)" --out "$tmp/flash.img" --json
+whole=$(( $(sed -n 's/.*"memory_bytes":[[:space:]]*\([0-9]*\).*/\1/p' "$tmp/out") + 9216 ))
+expect "fit's whole RAM with frozen weights in flash is the image's ($whole B)" '[ "$whole" = "$(fitof flash ram_total_bytes)" ]'
+refuse "a bad --frozen" "--frozen must be flash or ram" "$poet" train --model cnn_digits --device m4 --budget 50% \
+    --frozen rom
+sed 's/"ram_bytes": 1048576/"ram_bytes": 1048576, "image_flash_bytes": 16384/' >"$tmp/small-flash.json" <<'PROFILE'
+{"format": "poet-device", "version": 1, "name": "small-flash", "flops_per_s": 1e7, "flops_per_j": 1e8,
+ "pagein_latency_s": 0.0001, "pagein_bytes_per_s": 4e6, "pageout_latency_s": 0.0001, "pageout_bytes_per_s": 4e6,
+ "memory_power_w": 0.3, "ram_bytes": 1048576}
+PROFILE
+ok "fit on a board whose flash the parameters outgrow" "$poet" fit --model cnn_digits --device "$tmp/small-flash.json" \
+    --train biases --batch 1
+has "fit says the parameters exceed the flash the image lies in" "exceed the 16.0 KiB of flash" "$tmp/out"
 # every option a command accepts is in its --help
 for c in models devices graph planners plan simulate show encode decode sweep train import export emulate update fit; do
     "$poet" $c --help >"$tmp/help" 2>&1

@@ -19,8 +19,10 @@ static const char FIT_HELP[] =
     "activations outgrows the RAM), the smallest whole RAM a\n"
     "schedule trains in on DEV: the firmware's part (the profile's fixed_ram_bytes),\n"
     "weights, gradients, optimizer state (SGD), statistics, the batch, workspace and\n"
-    "control as the device lays them out, and the arena of the schedule planned at\n"
-    "the smallest budget its planner meets; whether that fits DEV's RAM; and per\n"
+    "control as the device lays them out (the frozen parameters read in place from\n"
+    "flash with --frozen flash, the default), and the arena of the schedule planned at\n"
+    "the smallest budget its planner meets; whether that fits DEV's RAM (and the\n"
+    "parameters its flash, where the profile states image_flash_bytes); and per\n"
     "spec the largest batch that fits (exactly: between the default batches, which\n"
     "double, fit bisects). The figures are the ones --budget ram and poet emulate\n"
     "use.\n"
@@ -48,6 +50,7 @@ typedef struct fit_row {
     int batch;
     bool planned;       /* a schedule exists (with the arena below) */
     uint64_t arena, total;
+    uint64_t image_params_bytes; /* parameters and statistics: what the device image holds at least */
     ram_use ram;
     char why[sizeof ((poet_plan_result *)0)->note];  /* when not planned */
 } fit_row;
@@ -114,6 +117,13 @@ static bool beside_fills(const fit_setup *f, const ram_use *r)
     return f->dev.ram_bytes && ram_total(r, 0) >= f->dev.ram_bytes;
 }
 
+/* The image holds every parameter: one that outgrows the flash it lies in
+ * outgrows it at every batch. */
+static bool flash_overflows(const fit_setup *f, const fit_row *r)
+{
+    return f->dev.image_flash_bytes && r->image_params_bytes > f->dev.image_flash_bytes;
+}
+
 static int fit_one(const fit_args *a, const fit_setup *f, const char *spec, int batch, fit_row *row)
 {
     memset(row, 0, sizeof *row);
@@ -127,7 +137,13 @@ static int fit_one(const fit_args *a, const fit_setup *f, const char *spec, int 
     poet_instance inst;
     if (poet_instance_from_graph(g, &f->dev, &inst, &err)) rc = lib_error(&err);
     else if (!(rc = ram_use_of(g, &inst, POET_OPT_SGD, DEVICE_CHUNK, f->frozen, UINT64_MAX, &row->ram))) {
-        if (beside_fills(f, &row->ram))
+        char have[32], room[32];
+        row->image_params_bytes = 4 * (poet_graph_param_count(g) + poet_graph_buffer_count(g));
+        if (flash_overflows(f, row))
+            snprintf(row->why, sizeof row->why, "its parameters and statistics alone (%s) exceed the %s of flash the "
+                     "device image lies in", format_bytes(row->image_params_bytes, have),
+                     format_bytes(f->dev.image_flash_bytes, room));
+        else if (beside_fills(f, &row->ram))
             snprintf(row->why, sizeof row->why, "the state beside the activations alone takes the RAM");
         else
             smallest_arena(&inst, f, row);
@@ -143,17 +159,18 @@ static bool fits_device(const fit_setup *f, const fit_row *r) { return r->planne
 
 static void print_row(const fit_setup *f, const fit_row *r)
 {
-    char t[32], fx[32], b[32], ar[32];
+    char t[32], fx[32], b[32], ar[32], fl[32];
     if (!r->planned) {
         printf("  %-22s %6d  %12s  no       %s\n", r->spec, r->batch, "-", r->why);
         return;
     }
     printf("  %-22s %6d  %12s  %-7s  firmware %s + beside %s (persistent %llu B, workspace %llu B, control %llu B) "
-           "+ arena %s\n",
+           "+ arena %s%s%s\n",
            r->spec, r->batch, format_bytes(r->total, t), fits_device(f, r) ? "yes" : "no", format_bytes(r->ram.fixed_bytes, fx),
            format_bytes(r->ram.beside.total_bytes, b), (unsigned long long)r->ram.beside.persistent_bytes,
            (unsigned long long)r->ram.beside.workspace_bytes, (unsigned long long)r->ram.beside.control_bytes,
-           format_bytes(r->arena, ar));
+           format_bytes(r->arena, ar), r->ram.beside.flash_bytes ? "; read in place from flash " : "",
+           r->ram.beside.flash_bytes ? format_bytes(r->ram.beside.flash_bytes, fl) : "");
 }
 
 static cJSON *row_json(const fit_setup *f, const fit_row *r)
@@ -169,6 +186,8 @@ static cJSON *row_json(const fit_setup *f, const fit_row *r)
     cJSON_AddNumberToObject(o, "persistent_bytes", (double)r->ram.beside.persistent_bytes);
     cJSON_AddNumberToObject(o, "workspace_bytes", (double)r->ram.beside.workspace_bytes);
     cJSON_AddNumberToObject(o, "control_bytes", (double)r->ram.beside.control_bytes);
+    cJSON_AddNumberToObject(o, "flash_read_in_place_bytes", (double)r->ram.beside.flash_bytes);
+    cJSON_AddNumberToObject(o, "image_params_bytes", (double)r->image_params_bytes);
     if (!r->planned) cJSON_AddStringToObject(o, "why", r->why);
     return o;
 }
@@ -224,7 +243,7 @@ static int try_batch(spec_search *sr, int batch, bool *fills)
     }
     if (sr->rows) cJSON_AddItemToArray(sr->rows, row_json(sr->f, &row));
     else print_row(sr->f, &row);
-    *fills = beside_fills(sr->f, &row.ram);
+    *fills = beside_fills(sr->f, &row.ram) || flash_overflows(sr->f, &row);
     return 0;
 }
 

@@ -34,6 +34,8 @@ typedef struct poet_profile {
     uint64_t flash_bytes;       /* storage for paging; 0: not stated */
     uint64_t fixed_ram_bytes;   /* of ram_bytes, what the firmware keeps for itself (static data, the stack);
                                    training has the rest */
+    uint64_t image_flash_bytes; /* flash the device image lies in, read in place (with the frozen parameters
+                                   homed there); 0: not stated */
 } poet_profile;
 
 int poet_profile_count(void);

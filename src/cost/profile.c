@@ -13,20 +13,21 @@
  * compute figures in POET; ours are documented in docs/devices.md. */
 static const poet_profile BUILTIN[] = {
     {"m0", "Arduino MKR1000, Cortex-M0+ at 48 MHz, no FPU; SD card storage", 166666.66666666666,
-     2525252.525252525, 0.000109, 4616510, 0.00011300000000000001, 4440000, 0.33, 0.066, 4, 32768, 0, 0},
+     2525252.525252525, 0.000109, 4616510, 0.00011300000000000001, 4440000, 0.33, 0.066, 4, 32768, 0, 0, 0},
     {"m4", "nRF52840, Cortex-M4F at 64 MHz; SD card storage", 6369910.145264308, 580010757.690879, 0.000109,
-     4616510, 0.00011300000000000001, 4440000, 0.33, 0.010982399999999998, 4, 262144, 0, 0},
+     4616510, 0.00011300000000000001, 4440000, 0.33, 0.010982399999999998, 4, 262144, 0, 0, 0},
     {"a72", "Raspberry Pi 4, Cortex-A72; SD card with write cache", 2000000000, 40115792.06701159,
-     5.095610000000001e-06, 45500000, 1.85314e-05, 24500000, 0.15, 3, 4, 4294967296, 0, 0},
+     5.095610000000001e-06, 45500000, 1.85314e-05, 24500000, 0.15, 3, 4, 4294967296, 0, 0, 0},
     {"a72nocache", "Raspberry Pi 4, Cortex-A72; SD card without write cache", 120347376.20103474,
-     40115792.06701159, 5.095610000000001e-06, 45500000, 0.00423532, 17100000, 0.15, 3, 4, 4294967296, 0, 0},
+     40115792.06701159, 5.095610000000001e-06, 45500000, 0.00423532, 17100000, 0.15, 3, 4, 4294967296, 0, 0, 0},
     {"jetsontx2", "NVIDIA Jetson TX2, one Cortex-A57 core at 2.0 GHz; eMMC storage (compute figures: docs/devices.md)",
-     2.0e9, 2.0e9 / 0.766, 0.00054, 108500000, 0.002396, 94370000, 0.309, 0.766, 4, 8589934592, 0, 0},
+     2.0e9, 2.0e9 / 0.766, 0.00054, 108500000, 0.002396, 94370000, 0.309, 0.766, 4, 8589934592, 0, 0, 0},
     /* the board `poet emulate` runs: the m4's figures scaled to 168 MHz and the STM32F405's 40 mA there
-     * (3.3 V); the SD card of the m0 and m4; RAM as the firmware leaves it (docs/devices.md) */
+     * (3.3 V); the SD card of the m0 and m4; RAM as the firmware leaves it; the image in the second half of
+     * the 1 MiB flash (examples/firmware/stm32f405.ld; docs/devices.md) */
     {"stm32f405", "STM32F405 (QEMU's netduinoplus2), Cortex-M4F at 168 MHz, 192 KiB RAM, 1 MiB flash; SD card storage",
      6369910.145264308 * 168 / 64, 6369910.145264308 * 168 / 64 / 0.132, 0.000109, 4616510, 0.00011300000000000001,
-     4440000, 0.33, 0.132, 4, 196608, 0, 9216},
+     4440000, 0.33, 0.132, 4, 196608, 0, 9216, 524288},
 };
 
 enum { N_BUILTIN = (int)(sizeof BUILTIN / sizeof *BUILTIN) };
@@ -72,12 +73,12 @@ poet_status profile_from_cjson(const cJSON *obj, poet_profile *out, const char *
     static const char *const keys[] = {"format", "version", "name", "description", "flops_per_s", "flops_per_j",
                                        "pagein_latency_s", "pagein_bytes_per_s", "pageout_latency_s",
                                        "pageout_bytes_per_s", "memory_power_w", "power_w", "bytes_per_element",
-                                       "ram_bytes", "flash_bytes", "fixed_ram_bytes", NULL};
+                                       "ram_bytes", "flash_bytes", "fixed_ram_bytes", "image_flash_bytes", NULL};
     if (!cJSON_IsObject(obj)) return poet_fail(err, POET_ERR_INVALID, "%s: expected an object", what);
     poet_profile d;
     memset(&d, 0, sizeof d);
     char format[32];
-    int64_t version = 0, elem = 4, ram = 0, flash = 0, fixed = 0;
+    int64_t version = 0, elem = 4, ram = 0, flash = 0, fixed = 0, image = 0;
     poet_status st = json_only_keys(obj, keys, what, err);
     if (!st && !(st = json_string(obj, "format", true, NULL, format, sizeof format, what, err)) &&
         strcmp(format, "poet-device") != 0)
@@ -100,9 +101,11 @@ poet_status profile_from_cjson(const cJSON *obj, poet_profile *out, const char *
     if (!st) st = json_integer(obj, "ram_bytes", 0, (int64_t)1 << 53, false, 0, &ram, what, err);
     if (!st) st = json_integer(obj, "flash_bytes", 0, (int64_t)1 << 53, false, 0, &flash, what, err);
     if (!st) st = json_integer(obj, "fixed_ram_bytes", 0, (int64_t)1 << 53, false, 0, &fixed, what, err);
+    if (!st) st = json_integer(obj, "image_flash_bytes", 0, (int64_t)1 << 53, false, 0, &image, what, err);
     if (st) return st;
     d.bytes_per_element = (int)elem;
     d.ram_bytes = (uint64_t)ram, d.flash_bytes = (uint64_t)flash, d.fixed_ram_bytes = (uint64_t)fixed;
+    d.image_flash_bytes = (uint64_t)image;
     if (!d.name[0]) return poet_fail(err, POET_ERR_INVALID, "%s: name must not be empty", what);
     if ((st = poet_profile_validate(&d, err))) return st;
     *out = d;
@@ -137,7 +140,8 @@ cJSON *profile_to_cjson(const poet_profile *d)
               json_add_exact(o, "bytes_per_element", d->bytes_per_element) &&
               (!d->ram_bytes || json_add_exact(o, "ram_bytes", (double)d->ram_bytes)) &&
               (!d->flash_bytes || json_add_exact(o, "flash_bytes", (double)d->flash_bytes)) &&
-              (!d->fixed_ram_bytes || json_add_exact(o, "fixed_ram_bytes", (double)d->fixed_ram_bytes));
+              (!d->fixed_ram_bytes || json_add_exact(o, "fixed_ram_bytes", (double)d->fixed_ram_bytes)) &&
+              (!d->image_flash_bytes || json_add_exact(o, "image_flash_bytes", (double)d->image_flash_bytes));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
