@@ -261,7 +261,7 @@ static bool start_planned(rig *r, const poet_graph *g, const char *planner, bool
     ok = ok && !poet_plan(planner, &r->p, &o, &r->plan, &err);
     ok = ok && (r->plan.status == POET_PLAN_OPTIMAL || r->plan.status == POET_PLAN_FEASIBLE);
     ok = ok && !poet_simulate(&r->p, &r->plan.schedule, &r->sim, NULL, &err);
-    poet_engine_config cfg = {g, &r->p, &r->plan.schedule, NULL, {POET_OPT_SGD, 0, 0, 0, 0, 0, 0}, 1, 0, theta, NULL, POET_FROZEN_IN_RAM};
+    poet_engine_config cfg = {g, &r->p, &r->plan.schedule, NULL, {POET_OPT_SGD, 0, 0, 0, 0, 0, 0}, 1, 0, theta, NULL, POET_FROZEN_IN_RAM, false};
     ok = ok && !poet_engine_new(&cfg, &r->e, &err);
     if (!ok) fprintf(stderr, "fewshot: %s: %s\n", g->model, err.msg[0] ? err.msg : "no schedule");
     return r->ok = ok;

@@ -366,6 +366,17 @@ check "... and with --frozen ram it is refused before the board runs" \
 check "biases only, weights in flash, under a schedule that recomputes: the host's bits, the image intact" \
     "$([ "$(field "$tmp/biases.json" bit_identical)" = true ] && [ "$(field "$tmp/biases.json" image_intact)" = true ] &&
         [ "$(field "$tmp/biases.json" recomputations)" -gt 0 ] && echo 0 || echo 1)" "$(head -c 300 "$tmp/biases.err")"
+# the fused update: each layer's optimizer step in the backward pass, one
+# layer's gradients in RAM at a time; the bits of the update after the pass
+"$poet" emulate "${common[@]}" --budget 42% --runtime-factor 1.2 --steps 3 --fused-update --json \
+    >"$tmp/fused.json" 2>"$tmp/fused.err"
+check "the fused update under a schedule that recomputes and pages: the host's bits" \
+    "$([ "$(field "$tmp/fused.json" bit_identical)" = true ] && [ "$(field "$tmp/fused.json" page_outs)" -gt 0 ] &&
+        echo 0 || echo 1)" "$(head -c 300 "$tmp/fused.err")"
+fused_ram=$(field "$tmp/fused.json" ram_total_bytes) unfused_ram=$(field "$tmp/em.json" ram_total_bytes)
+check "... in less RAM ($fused_ram B against $unfused_ram B), the plan's figure" \
+    "$([ "$fused_ram" -lt "$unfused_ram" ] && [ "$fused_ram" = "$(field "$tmp/fused.json" predicted_ram_total_bytes)" ] &&
+        echo 0 || echo 1)"
 
 # hostile images: every header field and the fields of one record of each
 # kind set to boundary values, the CRC made right; the board (32-bit) must

@@ -51,7 +51,7 @@ static bool start(rig *r, poet_onnx_model *m, poet_optimizer opt)
     if (poet_plan("keep-all", &r->p, &o, &r->plan, &err)) return fail("plan", &err), false;
     uint64_t n;
     poet_engine_config cfg = {g, &r->p, &r->plan.schedule, NULL, opt, 1, 0, poet_onnx_params(m, &n),
-                              poet_onnx_buffers(m, &n), POET_FROZEN_IN_RAM};
+                              poet_onnx_buffers(m, &n), POET_FROZEN_IN_RAM, false};
     if (poet_engine_new(&cfg, &r->e, &err)) return fail("engine", &err), false;
     return r->ok = true;
 }

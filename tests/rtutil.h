@@ -43,7 +43,7 @@ static inline void rig_start_from(rig *r, const poet_graph *g, const char *plann
     }
     if (r->plan.status != POET_PLAN_OPTIMAL && r->plan.status != POET_PLAN_FEASIBLE) return;
     if (poet_simulate(&r->p, &r->plan.schedule, &r->sim, NULL, &err)) return;
-    poet_engine_config cfg = {g, &r->p, &r->plan.schedule, storage, opt, seed, 0, params, NULL, POET_FROZEN_IN_RAM};
+    poet_engine_config cfg = {g, &r->p, &r->plan.schedule, storage, opt, seed, 0, params, NULL, POET_FROZEN_IN_RAM, false};
     if (poet_engine_new(&cfg, &r->e, &err)) {
         fprintf(stderr, "rig: engine: %s\n", err.msg);
         return;

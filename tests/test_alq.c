@@ -219,7 +219,7 @@ static void test_frozen_backbone(const poet_dataset *d, const poet_graph *g)
     CHECK(poet_zoo_build("mlp_digits", 32, &part, &err) == POET_OK && poet_graph_set_trainable(&part, "last:1", &err) == POET_OK);
     rig_start(&r, &part, "keep-all", 0, NULL, poet_optimizer_default(POET_OPT_ADAM), 8);
     poet_engine_free(r.e);
-    poet_engine_config cfg = {&part, &r.p, &r.plan.schedule, NULL, poet_optimizer_default(POET_OPT_ADAM), 8, 0, params, NULL, POET_FROZEN_IN_RAM};
+    poet_engine_config cfg = {&part, &r.p, &r.plan.schedule, NULL, poet_optimizer_default(POET_OPT_ADAM), 8, 0, params, NULL, POET_FROZEN_IN_RAM, false};
     CHECK(poet_engine_new(&cfg, &r.e, &err) == POET_OK);
     poet_train_options to = {.epochs = 2};
     poet_train_report rep;

@@ -258,7 +258,7 @@ static void on_schedule(void *ctx, const field *f, uint64_t value, const uint8_t
             uint8_t *img = NULL;
             size_t img_len = 0;
             poet_err err = {0};
-            poet_export_options o = {poet_optimizer_default(POET_OPT_SGD), 7, 0, NULL, NULL, POET_FROZEN_IN_RAM};
+            poet_export_options o = {poet_optimizer_default(POET_OPT_SGD), 7, 0, NULL, NULL, POET_FROZEN_IN_RAM, false};
             CHECK_MSG(!poet_export_image(w->g, &p, &s, &o, &img, &img_len, &err), "%s", err.msg);
             free(img);
             w->valid++;

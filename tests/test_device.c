@@ -219,7 +219,7 @@ static bool export_graph(exported *e, int graph, const char *planner, double fra
     if (test_graph_build(graph, &e->g, &err)) return false;
     rig_start(&e->r, &e->g, planner, fraction, NULL, poet_optimizer_default(POET_OPT_SGD), 3);
     if (!e->r.ok) return false;
-    poet_export_options o = {poet_optimizer_default(POET_OPT_SGD), 3, 2, NULL, NULL, POET_FROZEN_IN_RAM};
+    poet_export_options o = {poet_optimizer_default(POET_OPT_SGD), 3, 2, NULL, NULL, POET_FROZEN_IN_RAM, false};
     return !poet_export_image(&e->g, &e->r.p, &e->r.plan.schedule, &o, &e->img, &e->len, &err);
 }
 
@@ -296,7 +296,7 @@ static bool export_ratio_image(uint8_t **img, size_t *len)
     }
     rig r;
     rig_start(&r, &g, "keep-all", 0, NULL, poet_optimizer_default(POET_OPT_SGD), 3);
-    poet_export_options o = {poet_optimizer_default(POET_OPT_SGD), 3, 2, NULL, NULL, POET_FROZEN_IN_RAM};
+    poet_export_options o = {poet_optimizer_default(POET_OPT_SGD), 3, 2, NULL, NULL, POET_FROZEN_IN_RAM, false};
     bool ok = r.ok && !poet_export_image(&g, &r.p, &r.plan.schedule, &o, img, len, &err);
     rig_free(&r);
     poet_graph_free(&g);

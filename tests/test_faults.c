@@ -144,7 +144,7 @@ static int run_runtime(void)
     p.budget_bytes = p.keep_all_peak_bytes / 2;
     poet_plan_options o = {0};
     if (poet_plan("paging", &p, &o, &r, &err)) goto problem;
-    poet_engine_config cfg = {&g, &p, &r.schedule, NULL, poet_optimizer_default(POET_OPT_ADAM), 1, 0, NULL, NULL, POET_FROZEN_IN_RAM};
+    poet_engine_config cfg = {&g, &p, &r.schedule, NULL, poet_optimizer_default(POET_OPT_ADAM), 1, 0, NULL, NULL, POET_FROZEN_IN_RAM, false};
     if (r.status != POET_PLAN_FEASIBLE || poet_engine_new(&cfg, &e, &err)) goto result;
     float x[2 * 64] = {0};
     int32_t y[2] = {1, 2};
@@ -186,7 +186,7 @@ static int run_compact(void)
     p.budget_bytes = p.keep_all_peak_bytes;
     poet_plan_options o = {0};
     if (poet_plan("keep-all", &p, &o, &r, &err)) goto problem;
-    poet_engine_config cfg = {&g, &p, &r.schedule, NULL, poet_optimizer_default(POET_OPT_ADAM), 1, 0, NULL, NULL, POET_FROZEN_IN_RAM};
+    poet_engine_config cfg = {&g, &p, &r.schedule, NULL, poet_optimizer_default(POET_OPT_ADAM), 1, 0, NULL, NULL, POET_FROZEN_IN_RAM, false};
     bool planned = r.status == POET_PLAN_OPTIMAL || r.status == POET_PLAN_FEASIBLE;
     if (!planned || poet_engine_new(&cfg, &e, &err)) goto result;
     poet_dress *d = NULL;

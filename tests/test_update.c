@@ -85,7 +85,7 @@ static bool serve_mixed(served *v, const char *model, poet_update_method m, doub
     rig_start(&v->r, &v->g, "keep-all", 0, NULL, poet_optimizer_default(POET_OPT_SGD), 5);
     if (!v->r.ok) return false;
     poet_engine_config cfg = {&v->g, &v->r.p, &v->r.plan.schedule, NULL, poet_optimizer_default(POET_OPT_SGD), 5, 0,
-                              NULL, NULL, POET_FROZEN_IN_RAM};
+                              NULL, NULL, POET_FROZEN_IN_RAM, false};
     poet_update_options o = {m, k, 2, reinit, 9, always, share};
     if (poet_update_server_new(&cfg, &o, &v->s, &err)) {
         fprintf(stderr, "server: %s\n", err.msg);
@@ -115,7 +115,7 @@ static void test_frozen_refused(void)
     CHECK(!poet_zoo_build("mlp_digits", BATCH, &v.g, &err) && !poet_graph_set_trainable(&v.g, "last:1", &err));
     rig_start(&v.r, &v.g, "keep-all", 0, NULL, poet_optimizer_default(POET_OPT_SGD), 5);
     poet_engine_config cfg = {&v.g, &v.r.p, &v.r.plan.schedule, NULL, poet_optimizer_default(POET_OPT_SGD), 5, 0,
-                              NULL, NULL, POET_FROZEN_IN_RAM};
+                              NULL, NULL, POET_FROZEN_IN_RAM, false};
     poet_update_options o = {POET_UPDATE_DPU, 0.1, 2, false, 9, false, 0.5};
     CHECK(v.r.ok && poet_update_server_new(&cfg, &o, &v.s, &err) && strstr(err.msg, "every parameter must train") &&
           !v.s);

@@ -26,7 +26,7 @@ static bool probe(const fix_question *q, const char *spec, int batch, uint64_t *
     bool ok = !poet_instance_from_graph(g, q->dev, &inst, &err);
     if (ok) {
         ok = !poet_instance_stats_compute(&inst, &st, &err) &&
-             (!q->whole_ram || !ram_use_of(g, &inst, q->optimizer, q->chunk, q->frozen, q->fixed_ram_bytes, &ram));
+             (!q->whole_ram || !ram_use_of(g, &inst, &q->layout, q->fixed_ram_bytes, &ram));
         poet_instance_free(&inst);
     }
     if (ok) {

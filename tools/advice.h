@@ -11,9 +11,7 @@ typedef struct fix_question {
     const poet_profile *dev;
     uint64_t budget;  /* the arena budget asked for, when !whole_ram */
     bool whole_ram;   /* --budget ram: the whole RAM must fit dev's */
-    poet_optimizer_kind optimizer;
-    uint32_t chunk;
-    poet_frozen_home frozen;
+    device_layout layout;
     uint64_t fixed_ram_bytes;
 } fix_question;
 

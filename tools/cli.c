@@ -190,14 +190,15 @@ const char *format_bytes(uint64_t bytes, char out[32])
     return out;
 }
 
-int ram_use_of(const poet_graph *g, const poet_instance *inst, poet_optimizer_kind kind, uint32_t chunk,
-               poet_frozen_home frozen, uint64_t fixed_bytes, ram_use *out)
+int ram_use_of(const poet_graph *g, const poet_instance *inst, const device_layout *l, uint64_t fixed_bytes,
+               ram_use *out)
 {
     memset(out, 0, sizeof *out);
     out->fixed_bytes = fixed_bytes == UINT64_MAX ? inst->device.fixed_ram_bytes : fixed_bytes;
-    out->estimate_bytes = poet_instance_persistent_bytes(inst, poet_optimizer_slots(kind));
+    out->estimate_bytes = poet_instance_persistent_bytes(inst, poet_optimizer_slots(l->optimizer));
     if (!g) return 0;
-    poet_export_options o = {.optimizer = poet_optimizer_default(kind), .chunk_positions = chunk, .frozen = frozen};
+    poet_export_options o = {.optimizer = poet_optimizer_default(l->optimizer), .chunk_positions = l->chunk,
+                             .frozen = l->frozen, .fused_update = l->fused_update};
     poet_err err = {0};
     if (poet_export_memory(g, &o, 0, &out->beside, &err)) return lib_error(&err);
     out->exact = true;
@@ -351,7 +352,7 @@ int load_instance_ram(const char *cmd, const graph_src *src, poet_instance *inst
         if (n_levels || (wf && wf->bits > 0))
             return usage_error(cmd, "--sparse-levels and --weight-bits need the model's layers: --model or --onnx", NULL);
         if (poet_instance_read_file(src->instance, inst, &err)) return lib_error(&err);
-        return ram ? ram_use_of(NULL, inst, POET_OPT_SGD, DEVICE_CHUNK, POET_FROZEN_IN_FLASH, UINT64_MAX, ram) : 0;
+        return ram ? ram_use_of(NULL, inst, &DEVICE_LAYOUT_DEFAULT, UINT64_MAX, ram) : 0;
     }
     if (!src->device) return usage_error(cmd, "--model and --onnx need --device", NULL);
     int b = 0;
@@ -372,7 +373,7 @@ int load_instance_ram(const char *cmd, const graph_src *src, poet_instance *inst
             while (k-- > 0) poet_instance_free(&wf->levels[k]);
             poet_instance_free(inst);
         }
-    if (!st && ram && (rc = ram_use_of(g, inst, POET_OPT_SGD, DEVICE_CHUNK, POET_FROZEN_IN_FLASH, UINT64_MAX, ram))) {
+    if (!st && ram && (rc = ram_use_of(g, inst, &DEVICE_LAYOUT_DEFAULT, UINT64_MAX, ram))) {
         poet_instance_free(inst);
         for (int k = 0; k < n_levels; k++) poet_instance_free(&wf->levels[k]);
     }

@@ -37,7 +37,9 @@ bool parse_runtime_model(const char *s, bool *counts_paging);
 bool parse_frozen(const char *s, poet_frozen_home *out);
 #define FROZEN_HELP                                                                                               \
     "  --frozen WHERE      where the parameters that do not train live: flash (default),\n"                   \
-    "                      read in place from the device image, no RAM; or ram, copied\n"
+    "                      read in place from the device image, no RAM; or ram, copied\n"                     \
+    "  --fused-update      each layer's optimizer step in the backward pass, once its\n"                      \
+    "                      gradient is complete: one layer's gradients in RAM, not all\n"
 #define RUNTIME_MODEL_HELP                                                                                        \
     "  --runtime-model M   what --runtime-factor bounds: serial (default), compute plus\n"                     \
     "                      every transfer, the step's time at worst; or compute, POET's\n"                     \
@@ -56,10 +58,20 @@ typedef struct ram_use {
     uint64_t fixed_bytes;    /* the firmware's own: the profile's fixed_ram_bytes, or measured */
 } ram_use;
 enum { DEVICE_CHUNK = 16 }; /* output positions: 4.5-6 instructions per multiply-add on the M4 (BENCHMARKS.md) */
+/* How the device lays out what training keeps beside the arena
+ * (poet_export_options' sizes). */
+typedef struct device_layout {
+    poet_optimizer_kind optimizer;
+    uint32_t chunk;
+    poet_frozen_home frozen;
+    bool fused_update;
+} device_layout;
+/* What the commands plan with unless told otherwise. */
+#define DEVICE_LAYOUT_DEFAULT ((device_layout){POET_OPT_SGD, DEVICE_CHUNK, POET_FROZEN_IN_FLASH, false})
 /* g may be NULL (a graph file): then the instance's estimate. fixed_bytes
  * UINT64_MAX: the profile's. 0 or an exit code. */
-int ram_use_of(const poet_graph *g, const poet_instance *inst, poet_optimizer_kind kind, uint32_t chunk,
-               poet_frozen_home frozen, uint64_t fixed_bytes, ram_use *out);
+int ram_use_of(const poet_graph *g, const poet_instance *inst, const device_layout *l, uint64_t fixed_bytes,
+               ram_use *out);
 /* The whole RAM training takes on the device with this arena. */
 uint64_t ram_total(const ram_use *r, uint64_t arena_bytes);
 /* --budget as given: BYTES, PCT% of the keep-all peak, or "ram": the

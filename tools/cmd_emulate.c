@@ -361,13 +361,16 @@ static void adaptation_free(adaptation *ad) { free(ad->rates), free(ad->attend);
 
 /* The same steps on the host, under the given schedule; the SHA-256 of the
  * weights, and (accuracy not NULL) the test accuracy on the board's examples. */
-static int host_weights(emulation *em, const poet_problem *p, const poet_schedule *s, poet_frozen_home frozen,
-                        char sha[65], double *accuracy)
+/* as_today: every parameter in RAM and the update after the pass, a
+ * second path to the same bits. */
+static int host_weights(emulation *em, const poet_problem *p, const poet_schedule *s, bool as_today, char sha[65],
+                        double *accuracy)
 {
     poet_engine *e = NULL;
     poet_err err = {0};
     poet_engine_config cfg = {em->s.g, p, s, NULL, em->v.opt, em->v.seed, 0, session_params(&em->s),
-                              session_buffers(&em->s), frozen};
+                              session_buffers(&em->s), as_today ? POET_FROZEN_IN_RAM : em->v.frozen,
+                              !as_today && em->v.fused_update};
     char path[4200];
     path_in(em, "data.bin", path, sizeof path);
     char *data = NULL;
@@ -422,7 +425,7 @@ static int keep_all_weights(emulation *em, char sha[65])
     if (poet_problem_init(&p, &em->s.inst, 0, em->v.rho, &err)) return lib_error(&err);
     p.budget_bytes = p.keep_all_peak_bytes;
     if (poet_plan("keep-all", &p, &o, &r, &err)) rc = lib_error(&err);
-    else rc = host_weights(em, &p, &r.schedule, POET_FROZEN_IN_RAM, sha, NULL); /* today's training: all in RAM */
+    else rc = host_weights(em, &p, &r.schedule, true, sha, NULL);
     poet_plan_result_free(&r);
     poet_problem_free(&p);
     return rc;
@@ -444,7 +447,7 @@ static int report(emulation *em, const emulate_args *a)
     long steps = (long)num(dv, "steps");
     int rc = 0;
     if (!a->no_host && steps == em->steps) {
-        if ((rc = host_weights(em, &em->s.p, &em->s.plan.schedule, em->v.frozen, host, &em->host_accuracy)) ||
+        if ((rc = host_weights(em, &em->s.p, &em->s.plan.schedule, false, host, &em->host_accuracy)) ||
             (rc = keep_all_weights(em, keep)))
             return rc;
     }

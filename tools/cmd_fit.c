@@ -12,7 +12,7 @@
 static const char FIT_HELP[] =
     "usage: poet fit (--model NAME | --onnx FILE) --device DEV [--batch N]... [--train SPEC]...\n"
     "                [--max-batch N] [--runtime-factor F] [--runtime-model M] [--planner NAME]\n"
-    "                [--frozen WHERE] [--time-limit S] [--json]\n"
+    "                [--frozen WHERE] [--fused-update] [--time-limit S] [--json]\n"
     "For each --train spec (default: all, last:2, last:1 and biases, each also\n"
     "with +frozen-bn+masks) and each batch (default: 1, 2, 4, ... up to\n"
     "--max-batch, 64 by default, stopping where even the state beside the\n"
@@ -41,7 +41,7 @@ typedef struct fit_args {
     const char *model, *onnx, *device, *max_batch, *factor, *planner, *time_limit, *runtime_model, *frozen;
     const char *batches[MAX_TRIES], *specs[MAX_TRIES];
     int n_batches, n_specs;
-    bool json, help;
+    bool json, help, fused_update;
 } fit_args;
 
 /* One (spec, batch): the smallest arena a schedule was found for, and the whole. */
@@ -60,6 +60,7 @@ typedef struct fit_setup {
     double rho, limit_s;
     bool counts_paging;
     poet_frozen_home frozen;
+    bool fused_update;
     const char *planner;
 } fit_setup;
 
@@ -136,7 +137,8 @@ static int fit_one(const fit_args *a, const fit_setup *f, const char *spec, int 
     poet_err err = {0};
     poet_instance inst;
     if (poet_instance_from_graph(g, &f->dev, &inst, &err)) rc = lib_error(&err);
-    else if (!(rc = ram_use_of(g, &inst, POET_OPT_SGD, DEVICE_CHUNK, f->frozen, UINT64_MAX, &row->ram))) {
+    else if (!(rc = ram_use_of(g, &inst, &(device_layout){POET_OPT_SGD, DEVICE_CHUNK, f->frozen, f->fused_update}, UINT64_MAX,
+                               &row->ram))) {
         char have[32], room[32];
         row->image_params_bytes = 4 * (poet_graph_param_count(g) + poet_graph_buffer_count(g));
         if (flash_overflows(f, row))
@@ -199,6 +201,7 @@ static int parse_fit(int argc, char **argv, fit_args *a)
                   {"--device", true, &a->device, NULL},         {"--max-batch", true, &a->max_batch, NULL},
                   {"--runtime-factor", true, &a->factor, NULL}, {"--planner", true, &a->planner, NULL},
                   {"--runtime-model", true, &a->runtime_model, NULL}, {"--frozen", true, &a->frozen, NULL},
+                  {"--fused-update", false, NULL, &a->fused_update},
                   {"--time-limit", true, &a->time_limit, NULL}, {"--json", false, NULL, &a->json},
                   {NULL, false, NULL, NULL}};
     char **rest = calloc((size_t)argc + 1, sizeof *rest);
@@ -266,6 +269,7 @@ int cmd_fit(int argc, char **argv)
         return usage_error("fit", "--runtime-factor must be a number from 1 to 1e6, got", a.factor);
     if (!parse_runtime_model(a.runtime_model, &f.counts_paging))
         return usage_error("fit", "--runtime-model must be serial or compute, got", a.runtime_model);
+    f.fused_update = a.fused_update;
     if (!parse_frozen(a.frozen, &f.frozen)) return usage_error("fit", "--frozen must be flash or ram, got", a.frozen);
     if (a.time_limit && !parse_time_limit(a.time_limit, &f.limit_s))
         return usage_error("fit", "--time-limit must be seconds in (0, 86400], got", a.time_limit);

@@ -171,7 +171,7 @@ int cmd_plan(int argc, char **argv)
                 if (have) warn_ram(&p, &sim, &ram);
                 if (!rc && !have && !src.instance && p.budget_bytes < p.min_budget_bytes) {
                     fix_question q = {src.model, src.onnx, src.train, inst.batch, &inst.device, p.budget_bytes,
-                                      strcmp(budget, "ram") == 0, POET_OPT_SGD, DEVICE_CHUNK, POET_FROZEN_IN_FLASH, UINT64_MAX};
+                                      strcmp(budget, "ram") == 0, DEVICE_LAYOUT_DEFAULT, UINT64_MAX};
                     if (q.whole_ram) explain_ram(&inst.device, &ram, p.budget_bytes, p.min_budget_bytes);
                     suggest_fix(&q);
                 }

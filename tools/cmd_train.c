@@ -19,7 +19,7 @@ static const char TRAIN_HELP[] =
     "                  [--train SPEC] [--data NAME|FILE [--labels FILE]] [--data-dir DIR]\n"
     "                  [--test-data FILE [--test-labels FILE] | --test-split F]\n"
     "                  [--epochs N | --steps N] [--batch N] [--seed S]\n"
-    "                  [--optimizer sgd|adam] [--lr X]\n"
+    "                  [--optimizer sgd|adam] [--lr X] [--frozen flash|ram] [--fused-update]\n"
     "                  [--checkpoint DIR] [--checkpoint-every N] [--resume | --overwrite]\n"
     "                  [--storage FILE] [--onnx-out FILE] [--json] [--quiet]\n"
     "                  [--compress SPEC [--compress-epochs N]]\n"
@@ -36,7 +36,8 @@ FROZEN_HELP
     "  --schedule FILE     train under a schedule from poet plan --out instead of\n"
     "                      planning (checked against the model, device and batch)\n"
 DATA_HELP
-    "                      (default: the model's data set)\n"
+    "                      (default: the model's data set)\n";
+static const char TRAIN_HELP_MORE[] = /* two strings: C11 promises literals of 4095 bytes */
     "  --epochs N          passes over the training set (default 1)\n"
     "  --steps N           train N steps in all instead\n"
     "  --optimizer         sgd (momentum 0.9, lr 0.05) or adam (lr 0.001)\n"
@@ -207,7 +208,7 @@ static int start_engine(run *r, const parsed *q)
         use = &st;
     }
     poet_engine_config cfg = {r->s.g, &r->s.p, &r->s.plan.schedule, use, q->v.opt, q->v.seed, 0, session_params(&r->s),
-                              session_buffers(&r->s), q->v.frozen};
+                              session_buffers(&r->s), q->v.frozen, q->v.fused_update};
     if (poet_engine_new(&cfg, &r->e, &err)) {
         poet_storage_close(&st);
         return lib_error(&err);
@@ -422,7 +423,7 @@ int cmd_train(int argc, char **argv)
                   {"--overwrite", false, NULL, &a.overwrite},
                   {"--quiet", false, NULL, &a.quiet},      {NULL, false, NULL, NULL}};
     int rc = parse_opts("train", argc, argv, opts, &help);
-    if (rc || help) return help ? (fputs(TRAIN_HELP, stdout), 0) : rc;
+    if (rc || help) return help ? (fputs(TRAIN_HELP, stdout), fputs(TRAIN_HELP_MORE, stdout), 0) : rc;
     parsed q;
     if ((rc = check_args(&a, &q))) return rc;
     run r;

@@ -258,7 +258,7 @@ int cmd_update(int argc, char **argv)
         return rc;
     }
     poet_engine_config cfg = {s.g, &s.p, &s.plan.schedule, NULL, u.v.opt, u.v.seed, 0, session_params(&s),
-                              session_buffers(&s), u.v.frozen};
+                              session_buffers(&s), u.v.frozen, u.v.fused_update};
     if (!(rc = open_data("update", &a.t, &u.v, s.g, &d)) && poet_update_server_new(&cfg, &u.o, &srv, &err))
         rc = lib_error(&err);
     if (!rc) rc = write_image(a.out, srv);

@@ -11,7 +11,8 @@
 
 int train_opts_check(const char *cmd, const train_opts *t, train_values *v)
 {
-    *v = (train_values){0, 1, 1.5, 0, poet_optimizer_default(POET_OPT_SGD), NULL, NULL, DEVICE_CHUNK, UINT64_MAX, true, POET_FROZEN_IN_FLASH};
+    *v = (train_values){0, 1, 1.5, 0, poet_optimizer_default(POET_OPT_SGD), NULL, NULL, DEVICE_CHUNK, UINT64_MAX, true, POET_FROZEN_IN_FLASH,
+                         t->fused_update};
     if (!t->model == !t->onnx) return usage_error(cmd, "give exactly one of --model and --onnx", NULL);
     if (!t->device) return usage_error(cmd, "--device is required", NULL);
     if (!t->budget == !t->schedule) return usage_error(cmd, "give --budget, or --schedule FILE from poet plan --out", NULL);
@@ -143,7 +144,7 @@ static int plan_now(const char *cmd, session *s, const train_opts *t, const trai
                 s->plan.note[0] ? ": " : "", s->plan.note);
         if (s->p.budget_bytes < s->p.min_budget_bytes) {
             fix_question q = {t->model, t->onnx, t->train, s->g->batch, &s->inst.device, s->p.budget_bytes,
-                              ram, v->opt.kind, v->chunk, v->frozen, v->fixed_ram_bytes};
+                              ram, layout_of_values(v), v->fixed_ram_bytes};
             if (q.whole_ram) explain_ram(&s->inst.device, &s->ram, s->p.budget_bytes, s->p.min_budget_bytes);
             suggest_fix(&q);
         }
@@ -161,7 +162,8 @@ int session_plan(const char *cmd, session *s, const train_opts *t, const train_v
     int rc = load_graph(cmd, t->model, t->onnx, t->train, v->batch, &s->zoo, &s->onnx, &s->g);
     if (rc) return rc;
     if (poet_instance_from_graph(s->g, &dev, &s->inst, &err)) return lib_error(&err);
-    if ((rc = ram_use_of(s->g, &s->inst, v->opt.kind, v->chunk, v->frozen, v->fixed_ram_bytes, &s->ram))) return rc;
+    device_layout layout = layout_of_values(v);
+    if ((rc = ram_use_of(s->g, &s->inst, &layout, v->fixed_ram_bytes, &s->ram))) return rc;
     const char *what = t->model ? t->model : t->onnx;
     rc = t->schedule ? use_schedule(s, t->schedule, what) : plan_now(cmd, s, t, v, what);
     if (rc) return rc;
@@ -202,7 +204,7 @@ bool parse_chunk(const char *s, uint32_t *out)
 
 int export_image(const session *s, const train_values *v, uint8_t **img, size_t *len, poet_dev_memory *need)
 {
-    poet_export_options o = {v->opt, v->seed, v->chunk, session_params(s), session_buffers(s), v->frozen};
+    poet_export_options o = {v->opt, v->seed, v->chunk, session_params(s), session_buffers(s), v->frozen, v->fused_update};
     poet_err err = {0};
     if (poet_export_image(s->g, &s->p, &s->plan.schedule, &o, img, len, &err) ||
         poet_dev_inspect(*img, *len, need, &err))

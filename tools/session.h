@@ -10,6 +10,7 @@ typedef struct train_opts {
     const char *model, *onnx, *device, *budget, *data, *data_dir, *planner, *factor, *batch, *seed, *optimizer, *lr;
     const char *time_limit, *schedule, *train, *runtime_model, *frozen;
     const char *labels, *test_data, *test_labels, *test_split; /* DATA_OPTS' */
+    bool fused_update;
 } train_opts;
 
 #define TRAIN_OPTS(t)                                                                                                \
@@ -19,7 +20,8 @@ typedef struct train_opts {
         {"--seed", true, &(t).seed, NULL}, {"--optimizer", true, &(t).optimizer, NULL},                             \
         {"--lr", true, &(t).lr, NULL}, {"--time-limit", true, &(t).time_limit, NULL},                             \
         {"--schedule", true, &(t).schedule, NULL}, {"--train", true, &(t).train, NULL},                             \
-        {"--runtime-model", true, &(t).runtime_model, NULL}, {"--frozen", true, &(t).frozen, NULL}
+        {"--runtime-model", true, &(t).runtime_model, NULL}, {"--frozen", true, &(t).frozen, NULL},         \
+        {"--fused-update", false, NULL, &(t).fused_update}
 
 /* ... and those of the commands that train on a data set. */
 #define DATA_OPTS(t)                                                                                              \
@@ -46,7 +48,14 @@ typedef struct train_values {
     uint64_t fixed_ram_bytes; /* the firmware's RAM; UINT64_MAX: the profile's */
     bool counts_paging;       /* --runtime-model serial */
     poet_frozen_home frozen;  /* --frozen */
+    bool fused_update;        /* --fused-update */
 } train_values;
+
+/* The device layout these values ask for. */
+static inline device_layout layout_of_values(const train_values *v)
+{
+    return (device_layout){v->opt.kind, v->chunk, v->frozen, v->fused_update};
+}
 
 /* Checks the options (cmd names the command in messages); 0 or an exit code. */
 int train_opts_check(const char *cmd, const train_opts *t, train_values *v);

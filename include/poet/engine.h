@@ -54,6 +54,11 @@ typedef struct poet_export_options {
     const float *params;      /* initial weights in node order, or NULL: from the seed */
     const float *buffers;     /* initial batch norm statistics, or NULL: mean 0, variance 1 */
     poet_frozen_home frozen;
+    /* Each layer's optimizer step runs in the backward pass, right after the last instruction that reads its
+     * parameters, so one layer's gradients at a time take RAM instead of all of them. Same bits. A step that
+     * fails part way then leaves the layers it updated updated (resume from a checkpoint or the model store);
+     * poet_dev_gradient, which leaves the gradients to the caller, is refused. */
+    bool fused_update;
 } poet_export_options;
 
 /* Checks the graph, validates the schedule, builds its instruction stream
@@ -100,6 +105,7 @@ typedef struct poet_engine_config {
     const float *params;         /* initial weights (an imported model's), or NULL: from the seed */
     const float *buffers;        /* initial batch norm statistics and constants, or NULL */
     poet_frozen_home frozen;     /* poet_export_options */
+    bool fused_update;           /* poet_export_options */
 } poet_engine_config;
 
 poet_status poet_engine_new(const poet_engine_config *cfg, poet_engine **out, poet_err *err);

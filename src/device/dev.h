@@ -63,6 +63,22 @@ static inline float *dev_part_ram(const poet_dev *d, const knode *n, int part)
             for (uint64_t at, count, once_ = (knode_part(&(d)->nodes[v], part, &at, &count), count != 0); once_;   \
                  once_ = 0)
 
+/* Where node n's gradients are written: its block of the persistent
+ * gradients, or, with a fused update, the one buffer each node's pass
+ * through until its KI_UPDATE. */
+static inline float *dev_grads_of(const poet_dev *d, const knode *n)
+{
+    return d->grads + (d->h->fused_grad_floats ? 0 : n->grad_at);
+}
+
+/* The forward and backward pass of a step (with a fused update, the
+ * optimizer steps too); the batch norm statistics committed on success. */
+poet_status dev_pass(poet_dev *d, const float *x, const int32_t *labels, float *loss, poet_err *err);
+
+/* The optimizer step of forward node v's parameters (optimizer.c): all of
+ * them at the end of a step, or one at its KI_UPDATE. */
+void dev_update_node(poet_dev *d, uint32_t v);
+
 /* SHA-256 of the parameter vector (poet_dev_weights_sha256's digest). */
 void dev_weights_digest(const poet_dev *d, uint8_t digest[32]);
 

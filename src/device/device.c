@@ -37,7 +37,7 @@ static bool layout_of(const img_header *h, layout *L)
     PLACE(dev, 1, DEV_STATE_BYTES);
     PLACE(arena, h->train.arena_bytes, 1);
     PLACE(params, h->n_resident, 4);
-    PLACE(grads, h->n_trained, 4);
+    PLACE(grads, h->fused_grad_floats ? h->fused_grad_floats : h->n_trained, 4);
     PLACE(opt_m, h->n_trained, 4);
     PLACE(opt_v, h->optimizer == KOPT_ADAM ? h->n_trained : 0, 4);
     PLACE(state, h->n_state, 4);
@@ -83,6 +83,7 @@ poet_status poet_dev_inspect(const void *image, size_t image_bytes, poet_dev_mem
 }
 
 static poet_status check_lifetimes(poet_dev *d, const kprogram *pg, poet_err *err);
+static poet_status check_updates(poet_dev *d, poet_err *err);
 
 poet_status poet_dev_open(const void *image, size_t image_bytes, void *memory, size_t memory_bytes,
                           const poet_dev_storage *storage, double (*clock)(void), poet_dev **out, poet_err *err)
@@ -126,12 +127,14 @@ poet_status poet_dev_open(const void *image, size_t image_bytes, void *memory, s
     DEV_FOR_EACH_PART(d, v, part, at, count) /* a home in flash is read where it lies */
         if (d->nodes[v].home[part] != KHOME_FLASH)
             memcpy(dev_part_ram(d, &d->nodes[v], part), img + h->params_at + 4 * at, 4 * count);
-    memset(d->grads, 0, 4ull * h->n_trained);
+    memset(d->grads, 0, 4ull * (h->fused_grad_floats ? h->fused_grad_floats : h->n_trained));
     memset(d->opt_m, 0, 4ull * h->n_trained);
     if (d->opt_v) memset(d->opt_v, 0, 4ull * h->n_trained);
     memcpy(d->state, img + h->state_at, 4 * h->n_state);
     d->stats.arena_bytes = h->train.arena_bytes;
-    if ((st = check_lifetimes(d, &h->train, err)) || (st = check_lifetimes(d, &h->eval, err))) return st;
+    if ((st = check_lifetimes(d, &h->train, err)) || (st = check_lifetimes(d, &h->eval, err)) ||
+        (st = check_updates(d, err)))
+        return st;
     *out = d;
     return POET_OK;
 }
@@ -175,8 +178,9 @@ static poet_status compute(poet_dev *d, const kbuffer *bufs, const kinstr *in, b
         const knode *f = &d->nodes[n->fwd];
         uint64_t tw, tb;
         poet_param_trained_split((poet_op)f->op, &f->attrs, f->params, &tw, &tb);
-        c.grad_w = tw ? d->grads + n->grad_at : NULL;
-        c.grad_b = tb ? d->grads + n->grad_at + tw : NULL;
+        float *g = dev_grads_of(d, n);
+        c.grad_w = tw ? g : NULL;
+        c.grad_b = tb ? g + tw : NULL;
     }
     if (first && n->op == POET_OP_BATCHNORM2D) c.running_out = d->state_next + n->buffer_at;
     for (int j = 0; j < n->n_inputs; j++)
@@ -263,6 +267,40 @@ static poet_status check_lifetimes(poet_dev *d, const kprogram *pg, poet_err *er
     return POET_OK;
 }
 
+/* The forward node whose parameters instruction `in` reads (a compute of
+ * the node or of one of its gradients), or -1. */
+static int32_t params_read_by(const poet_dev *d, const kinstr *in)
+{
+    if (in->op != KI_COMPUTE) return -1;
+    const knode *n = &d->nodes[in->node];
+    int32_t v = n->op == POET_OP_GRAD ? n->fwd : in->node < d->h->n_forward ? (int32_t)in->node : -1;
+    return v >= 0 && d->nodes[v].params ? v : -1;
+}
+
+/* A fused update changes a node's parameters once, after the last
+ * instruction that reads them; every trained node's is there. One replay
+ * (d->live marks what was updated); image_check saw the fields. */
+static poet_status check_updates(poet_dev *d, poet_err *err)
+{
+    const kinstr *code = code_of(d, &d->h->train);
+    uint32_t updated = 0, trained = 0;
+    for (uint32_t v = 0; v < d->h->n_nodes; v++) d->live[v] = 0;
+    for (uint32_t k = 0; k < d->h->train.n_instr; k++) {
+        const kinstr *in = &code[k];
+        int32_t v = params_read_by(d, in);
+        if ((v >= 0 && d->live[v]) || (in->op == KI_UPDATE && d->live[in->node]))
+            return poet_fail(err, POET_ERR_INVALID, "device image: training instruction %u %s node %d's parameters "
+                                                    "after their update", (unsigned)k,
+                             in->op == KI_UPDATE ? "updates again" : "reads", v >= 0 ? (int)v : (int)in->node);
+        if (in->op == KI_UPDATE) d->live[in->node] = 1, updated++;
+    }
+    for (uint32_t v = 0; v < d->h->n_forward; v++) trained += knode_trained(&d->nodes[v]) > 0;
+    if (d->h->fused_grad_floats && updated != trained)
+        return poet_fail(err, POET_ERR_INVALID, "device image: the fused update leaves %u trained nodes out",
+                         (unsigned)(trained - updated));
+    return POET_OK;
+}
+
 static poet_status run_instr(poet_dev *d, const kbuffer *bufs, const kinstr *in, bool training, poet_err *err)
 {
     switch (in->op) {
@@ -272,6 +310,7 @@ static poet_status run_instr(poet_dev *d, const kbuffer *bufs, const kinstr *in,
         d->live[in->node] = (int32_t)in->buffer;
         touch(d, &bufs[in->buffer]);
         return compute(d, bufs, in, training, err);
+    case KI_UPDATE: dev_update_node(d, in->node); return POET_OK;
     case KI_FREE: {
         poet_status st = POET_OK;
         if (d->pending[in->node] >= 0) st = wait_for(d, (long)d->pending[in->node], err); /* its page-out reads it */
@@ -315,6 +354,14 @@ static poet_status load_batch(poet_dev *d, const float *x, const int32_t *labels
 }
 
 poet_status poet_dev_gradient(poet_dev *d, const float *x, const int32_t *labels, float *loss, poet_err *err)
+{
+    if (d->h->fused_grad_floats)
+        return poet_fail(err, POET_ERR_UNSUPPORTED, "this image fuses the optimizer step into the backward pass: "
+                                                    "no whole gradient is left for a separate update (poet_dev_step)");
+    return dev_pass(d, x, labels, loss, err);
+}
+
+poet_status dev_pass(poet_dev *d, const float *x, const int32_t *labels, float *loss, poet_err *err)
 {
     poet_status st = load_batch(d, x, labels, err);
     if (st) return st;
@@ -413,8 +460,8 @@ uint64_t poet_dev_flash_params(const poet_dev *d) { return d->h->n_params - d->h
 
 const float *poet_dev_gradients(const poet_dev *d, uint64_t *count)
 {
-    *count = d->h->n_trained;
-    return d->grads;
+    *count = d->h->fused_grad_floats ? 0 : d->h->n_trained;
+    return d->h->fused_grad_floats ? NULL : d->grads;
 }
 
 const float *poet_dev_state(const poet_dev *d, uint64_t *count)
@@ -492,7 +539,7 @@ float *poet_dev_params(poet_dev *d, int node, bool gradient, uint64_t *count)
     const knode *n = &d->nodes[node];
     *count = gradient ? knode_trained(n) : n->params;
     if (!*count) return NULL;
-    if (gradient) return d->grads + n->grad_at;
+    if (gradient) return d->h->fused_grad_floats ? NULL : d->grads + n->grad_at;
     /* homes in RAM follow one another: the weights and the bias are adjacent when both are there */
     return n->home[0] != KHOME_FLASH && n->home[1] != KHOME_FLASH ? d->params + n->home[0] : NULL;
 }

@@ -73,8 +73,10 @@ static inline uint64_t knode_part_trained(const knode *n, int part)
 }
 
 /* One instruction of a program: the operations of poet_instr_op (checked
- * equal where the host writes them). */
-enum { KI_PAGEOUT, KI_COMPUTE, KI_FREE, KI_PAGEIN, KI_WAIT };
+ * equal where the host writes them), and the device's own KI_UPDATE: the
+ * optimizer step of forward node `node`'s parameters, right after the last
+ * instruction that reads them (a fused update; training program only). */
+enum { KI_PAGEOUT, KI_COMPUTE, KI_FREE, KI_PAGEIN, KI_WAIT, KI_UPDATE };
 enum { KI_FIRST = 1 }; /* flags: the node's own stage (side effects belong here) */
 
 /* Optimizers: poet_optimizer_kind. */
@@ -118,6 +120,9 @@ typedef struct img_header {
     kprogram train, eval;
     char model[32], planner[32];
     uint64_t n_resident;            /* floats of the parameters whose home is RAM (knode.home) */
+    uint64_t fused_grad_floats;     /* 0: gradients are persistent (n_trained floats), the update follows the
+                                       pass; else the update is fused (KI_UPDATE) and one node's gradients at a
+                                       time live in a buffer of this many floats, the largest node's */
 } img_header;
 
 /* The memory a device needs for an image with this header (its sizes
@@ -189,7 +194,7 @@ _Static_assert(sizeof(poet_attrs) == 140, "poet_attrs: 4-byte fields only");
 _Static_assert(sizeof(kinstr) == 8, "kinstr layout");
 _Static_assert(sizeof(kbuffer) == 16, "kbuffer layout");
 _Static_assert(sizeof(kprogram) == 24, "kprogram layout");
-_Static_assert(sizeof(img_header) == 288, "img_header layout");
+_Static_assert(sizeof(img_header) == 296, "img_header layout");
 _Static_assert(offsetof(img_header, image_bytes) == 16, "poet_dev_image_length reads it there");
 
 #endif

@@ -231,9 +231,34 @@ static poet_status check_program(const uint8_t *img, const img_header *h, const 
                                                   "4-byte aligned", what, (unsigned)b);
     for (uint32_t k = 0; k < pg->n_instr; k++) {
         const kinstr *in = &code[k];
-        if (in->op > KI_WAIT || (in->op != KI_WAIT && (in->node >= h->n_nodes || in->buffer >= pg->n_buffers ||
-                                                               buf[in->buffer].bytes != 4ull * nodes[in->node].numel)))
+        bool update = in->op == KI_UPDATE && pg == &h->train; /* checked with the fused update below */
+        if (!update && (in->op > KI_WAIT || (in->op != KI_WAIT && (in->node >= h->n_nodes || in->buffer >= pg->n_buffers ||
+                                                                   buf[in->buffer].bytes != 4ull * nodes[in->node].numel))))
             return poet_fail(err, POET_ERR_PARSE, "device image: %s instruction %u is malformed", what, (unsigned)k);
+    }
+    return POET_OK;
+}
+
+/* A fused update (KI_UPDATE, training only) names a trained forward node;
+ * its gradient buffer is the largest node's. The order (each once, after
+ * every instruction that reads its parameters) needs a replay, which
+ * poet_dev_open does. */
+static poet_status check_update_fields(const uint8_t *img, const img_header *h, poet_err *err)
+{
+    const knode *nodes = (const knode *)(const void *)(img + h->nodes_at);
+    const kinstr *code = (const kinstr *)(const void *)(img + h->train.instr_at);
+    uint64_t largest = 0;
+    for (uint32_t v = 0; v < h->n_forward; v++)
+        if (knode_trained(&nodes[v]) > largest) largest = knode_trained(&nodes[v]);
+    bool fused = h->fused_grad_floats != 0;
+    if (fused && h->fused_grad_floats != largest)
+        return poet_fail(err, POET_ERR_PARSE, "device image: malformed header (fused gradient buffer)");
+    for (uint32_t k = 0; k < h->train.n_instr; k++) {
+        const kinstr *in = &code[k];
+        if (in->op == KI_UPDATE &&
+            !(fused && in->node < h->n_forward && in->buffer == 0 && knode_trained(&nodes[in->node])))
+            return poet_fail(err, POET_ERR_PARSE, "device image: training instruction %u is malformed (update)",
+                             (unsigned)k);
     }
     return POET_OK;
 }
@@ -270,6 +295,7 @@ static poet_status check_body(const uint8_t *img, const img_header *h, poet_err 
                            (unsigned)v);
     if (!st) st = check_program(img, h, &h->train, "training", err);
     if (!st) st = check_program(img, h, &h->eval, "inference", err);
+    if (!st) st = check_update_fields(img, h, err);
     return st;
 }
 

@@ -1,8 +1,8 @@
 /* The optimizer half of a training step (SGD with momentum, Adam) over the
- * parameters that train, the step itself (device.c's gradient, then the
- * update), and what a partial update chooses trains: the train mask,
- * learning rates per tensor, and the rows of a layer whose gradient is
- * largest. Freestanding. */
+ * parameters that train, node by node (step.c runs it after the pass, or
+ * device.c at a fused update's KI_UPDATE), and what a partial update
+ * chooses trains: the train mask, learning rates per tensor, and the rows
+ * of a layer whose gradient is largest. Freestanding. */
 #include <string.h>
 
 #include "../base/mathf.h"
@@ -18,11 +18,11 @@ static double pow_uint(double b, uint64_t e)
     return r;
 }
 
-/* The parameter at param, whose gradient and optimizer state are at g. */
-static inline void optimizer_update_one(poet_dev *d, float *param, uint64_t g, float lr, float c1, float c2)
+/* The parameter at param with gradient g_in, whose optimizer state is at g. */
+static inline void optimizer_update_one(poet_dev *d, float *param, float g_in, uint64_t g, float lr, float c1, float c2)
 {
     const img_header *h = d->h;
-    float grad = d->grads[g] + h->weight_decay * *param;
+    float grad = g_in + h->weight_decay * *param;
     if (h->optimizer == KOPT_SGD) {
         /* without momentum no state carries over, as in PyTorch: 0 x a non-finite old value would poison every
          * later step (the same bits otherwise: 0 x m + g is g) */
@@ -35,19 +35,26 @@ static inline void optimizer_update_one(poet_dev *d, float *param, uint64_t g, f
     }
 }
 
-/* count parameters from param on, p the first one's index in the parameter
- * vector. Parameters outside the train mask keep their value and their
- * optimizer state. Without a mask the loop tests no bit: on a 32-bit core
- * the test costs more than the update. */
-static void optimizer_update_range(poet_dev *d, float *param, uint64_t p, uint64_t g, uint64_t count, float lr,
-                                   float c1, float c2)
+/* A run of count parameters: from param on (p: the first one's index in
+ * the parameter vector), their gradients from grad on, their optimizer
+ * state from index g on. Parameters outside the train mask keep their
+ * value and their optimizer state. Without a mask the loop tests no bit: on
+ * a 32-bit core the test costs more than the update. */
+typedef struct param_run {
+    float *param;
+    const float *grad;
+    uint64_t p, g, count;
+} param_run;
+
+static void optimizer_update_range(poet_dev *d, param_run r, float lr, float c1, float c2)
 {
     const uint8_t *mask = d->train_mask;
     if (!mask)
-        for (uint64_t i = 0; i < count; i++) optimizer_update_one(d, param + i, g + i, lr, c1, c2);
+        for (uint64_t i = 0; i < r.count; i++) optimizer_update_one(d, r.param + i, r.grad[i], r.g + i, lr, c1, c2);
     else
-        for (uint64_t i = 0; i < count; i++)
-            if (mask[(p + i) / 8] >> ((p + i) % 8) & 1) optimizer_update_one(d, param + i, g + i, lr, c1, c2);
+        for (uint64_t i = 0; i < r.count; i++)
+            if (mask[(r.p + i) / 8] >> ((r.p + i) % 8) & 1)
+                optimizer_update_one(d, r.param + i, r.grad[i], r.g + i, lr, c1, c2);
 }
 
 /* A layer whose weight gradient reads a channel_select (ratio:R): only the
@@ -60,45 +67,35 @@ static void optimizer_update_selected(poet_dev *d, const knode *n, const knode *
     const uint32_t *list = channel_lists(d) + sel->attrs.start;
     uint64_t kept = (uint64_t)sel->attrs.features;
     float *w = dev_part_ram(d, n, 0); /* trained, so in RAM */
+    const float *grad = dev_grads_of(d, n);
     for (uint64_t f = 0; f < rows; f++)
         for (uint64_t j = 0; j < kept; j++) { /* the gradients hold only these, row by row */
-            uint64_t at = f * cols + list[j] * block;
-            optimizer_update_range(d, w + at, n->param_at + at, n->grad_at + (f * kept + j) * block, block, lr, c1, c2);
+            uint64_t at = f * cols + list[j] * block, g = (f * kept + j) * block;
+            optimizer_update_range(d, (param_run){w + at, grad + g, n->param_at + at, n->grad_at + g, block}, lr, c1, c2);
         }
 }
 
-/* Frozen tensors have neither gradients nor optimizer state. */
-static void optimizer_update(poet_dev *d)
+/* Frozen tensors have neither gradients nor optimizer state. Adam's bias
+ * corrections are those of the step being taken (d->step counts the steps
+ * completed). */
+void dev_update_node(poet_dev *d, uint32_t v)
 {
     const img_header *h = d->h;
     float c1 = (float)(1.0 - pow_uint(h->beta1, d->step + 1)), c2 = (float)(1.0 - pow_uint(h->beta2, d->step + 1));
-    for (uint32_t v = 0; v < h->n_forward; v++) {
-        const knode *n = &d->nodes[v];
-        uint64_t w, b, tw, tb;
-        poet_param_split((poet_op)n->op, &n->attrs, n->params, &w, &b);
-        poet_param_trained_split((poet_op)n->op, &n->attrs, n->params, &tw, &tb);
-        float lw = d->rates ? d->rates[2 * v] : h->lr, lb = d->rates ? d->rates[2 * v + 1] : h->lr;
-        const knode *sel = knode_select_after(d->nodes, h->n_forward, v);
-        if (sel && tw)
-            optimizer_update_selected(d, n, sel, lw, c1, c2);
-        else if (tw)
-            optimizer_update_range(d, dev_part_ram(d, n, 0), n->param_at, n->grad_at, tw, lw, c1, c2);
-        if (tb) optimizer_update_range(d, dev_part_ram(d, n, 1), n->param_at + w, n->grad_at + tw, tb, lb, c1, c2);
-    }
-}
-
-void poet_dev_update(poet_dev *d)
-{
-    optimizer_update(d);
-    d->step++;
-    d->stats.steps++;
-}
-
-poet_status poet_dev_step(poet_dev *d, const float *x, const int32_t *labels, float *loss, poet_err *err)
-{
-    poet_status st = poet_dev_gradient(d, x, labels, loss, err);
-    if (!st) poet_dev_update(d);
-    return st;
+    const knode *n = &d->nodes[v];
+    uint64_t w, b, tw, tb;
+    poet_param_split((poet_op)n->op, &n->attrs, n->params, &w, &b);
+    poet_param_trained_split((poet_op)n->op, &n->attrs, n->params, &tw, &tb);
+    float lw = d->rates ? d->rates[2 * v] : h->lr, lb = d->rates ? d->rates[2 * v + 1] : h->lr;
+    const knode *sel = knode_select_after(d->nodes, h->n_forward, v);
+    const float *grad = dev_grads_of(d, n);
+    if (sel && tw)
+        optimizer_update_selected(d, n, sel, lw, c1, c2);
+    else if (tw)
+        optimizer_update_range(d, (param_run){dev_part_ram(d, n, 0), grad, n->param_at, n->grad_at, tw}, lw, c1, c2);
+    if (tb)
+        optimizer_update_range(d, (param_run){dev_part_ram(d, n, 1), grad + tw, n->param_at + w, n->grad_at + tw, tb},
+                               lb, c1, c2);
 }
 
 void poet_dev_set_train_mask(poet_dev *d, const uint8_t *mask) { d->train_mask = mask; }
@@ -106,18 +103,6 @@ void poet_dev_set_train_mask(poet_dev *d, const uint8_t *mask) { d->train_mask =
 void poet_dev_set_rates(poet_dev *d, const float *rates) { d->rates = rates; }
 
 uint32_t poet_dev_forward_nodes(const poet_dev *d) { return d->h->n_forward; }
-
-poet_status poet_dev_step_attending(poet_dev *d, const float *x, const int32_t *labels, const uint32_t *rows_kept,
-                                    uint32_t count, uint8_t *mask, float *loss, poet_err *err)
-{
-    poet_status st = poet_dev_gradient(d, x, labels, loss, err);
-    for (uint32_t i = 0; i < count && !st; i++)
-        st = poet_dev_keep_rows(d, (int)rows_kept[2 * i], rows_kept[2 * i + 1], mask, err);
-    if (st) return st;
-    poet_dev_set_train_mask(d, mask);
-    poet_dev_update(d);
-    return POET_OK;
-}
 
 static void put_bit(uint8_t *mask, uint64_t i, bool on)
 {

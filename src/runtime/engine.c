@@ -80,7 +80,8 @@ static poet_status open_storage(poet_engine *e, const poet_engine_config *cfg, u
 
 static poet_status setup(poet_engine *e, const poet_engine_config *cfg, poet_err *err)
 {
-    poet_export_options o = {cfg->optimizer, cfg->seed, cfg->chunk_positions, cfg->params, cfg->buffers, cfg->frozen};
+    poet_export_options o = {cfg->optimizer, cfg->seed, cfg->chunk_positions, cfg->params, cfg->buffers, cfg->frozen,
+                             cfg->fused_update};
     poet_dev_memory need;
     long transfers = 0;
     poet_status st;

@@ -191,19 +191,39 @@ static uint32_t put(writer *w, const void *src, size_t bytes)
 
 static size_t padded(size_t bytes) { return bytes + POET_IMAGE_ALIGN; }
 
-static void put_program(writer *w, const poet_program *q, kprogram *out)
+/* The forward node whose parameters instruction `in` reads (a compute of
+ * it or of one of its gradients), if they train; else -1. */
+static int trained_params_read(const knode *k, int n_forward, const poet_instr *in)
 {
-    kinstr *code = calloc((size_t)q->n + 1, sizeof *code);
+    if (in->op != POET_I_COMPUTE) return -1;
+    int v = k[in->node].op == POET_OP_GRAD ? k[in->node].fwd : in->node < n_forward ? in->node : -1;
+    return v >= 0 && knode_trained(&k[v]) ? v : -1;
+}
+
+/* The program as the device's instructions; with fused updates (k not
+ * NULL), each trained node's KI_UPDATE right after the last instruction
+ * that reads its parameters: from then on its gradient is not needed. */
+static void put_program(writer *w, const poet_program *q, const knode *k, int n_forward, kprogram *out)
+{
+    kinstr *code = calloc((size_t)q->n + (size_t)n_forward + 1, sizeof *code);
     kbuffer *buf = calloc((size_t)q->n_buffers + 1, sizeof *buf);
-    for (int k = 0; code && k < q->n; k++) {
-        const poet_instr *in = &q->code[k];
-        code[k] = (kinstr){in->op, (uint8_t)(in->stage == in->node ? KI_FIRST : 0), (uint16_t)(in->node < 0 ? 0 : in->node),
-                           (uint32_t)(in->buffer < 0 ? 0 : in->buffer)};
+    int *last = calloc((size_t)n_forward + 1, sizeof *last), n = 0;
+    for (int j = 0; k && last && j < q->n; j++) {
+        int v = trained_params_read(k, n_forward, &q->code[j]);
+        if (v >= 0) last[v] = j + 1;
+    }
+    for (int j = 0; code && last && j < q->n; j++) {
+        const poet_instr *in = &q->code[j];
+        code[n++] = (kinstr){in->op, (uint8_t)(in->stage == in->node ? KI_FIRST : 0),
+                             (uint16_t)(in->node < 0 ? 0 : in->node), (uint32_t)(in->buffer < 0 ? 0 : in->buffer)};
+        int v = k ? trained_params_read(k, n_forward, in) : -1;
+        if (v >= 0 && last[v] == j + 1) code[n++] = (kinstr){KI_UPDATE, 0, (uint16_t)v, 0};
     }
     for (int b = 0; buf && b < q->n_buffers; b++) buf[b] = (kbuffer){q->buffers[b].offset, q->buffers[b].bytes};
-    *out = (kprogram){(uint32_t)q->n, (uint32_t)q->n_buffers, 0, 0, q->arena_bytes};
-    if (code && buf) {
-        out->instr_at = put(w, code, (size_t)q->n * sizeof *code);
+    *out = (kprogram){(uint32_t)n, (uint32_t)q->n_buffers, 0, 0, q->arena_bytes};
+    free(last);
+    if (code && buf && last) {
+        out->instr_at = put(w, code, (size_t)n * sizeof *code);
         out->buffers_at = put(w, buf, (size_t)q->n_buffers * sizeof *buf);
     }
     free(code);
@@ -344,6 +364,8 @@ static void fill_sizes(img_header *h, const poet_graph *g, const poet_export_opt
     h->optimizer = o->optimizer.kind;
     h->n_params = x->n_params, h->n_state = x->n_state, h->n_trained = (uint32_t)x->n_trained;
     h->n_resident = x->n_resident;
+    for (int v = 0; o->fused_update && v < g->n_forward; v++) /* one node's gradients at a time */
+        if (knode_trained(&x->nodes[v]) > h->fused_grad_floats) h->fused_grad_floats = knode_trained(&x->nodes[v]);
     h->workspace_bytes = x->workspace_bytes;
 }
 
@@ -400,7 +422,7 @@ poet_status poet_export_image(const poet_graph *g, const poet_problem *p, const 
     size_t cap = padded(sizeof(img_header)) + padded(T * sizeof(knode)) + padded(T * 8) +
                  padded(4 * (size_t)x.n_params) + padded(4 * (size_t)x.n_state) + padded(4 * (size_t)x.n_channels) +
                  padded(x.schedule_bytes) +
-                 padded((size_t)x.train.n * sizeof(kinstr)) + padded((size_t)x.train.n_buffers * sizeof(kbuffer)) +
+                 padded(((size_t)x.train.n + (size_t)g->n_forward) * sizeof(kinstr)) + padded((size_t)x.train.n_buffers * sizeof(kbuffer)) +
                  padded((size_t)x.eval.n * sizeof(kinstr)) + padded((size_t)x.eval.n_buffers * sizeof(kbuffer)) + 8;
     writer w = {calloc(1, cap), 0};
     if (!w.p) {
@@ -416,8 +438,8 @@ poet_status poet_export_image(const poet_graph *g, const poet_problem *p, const 
     h.state_at = put(&w, x.state, 4 * (size_t)x.n_state);
     if (x.n_channels) h.channels_at = put(&w, x.channels, 4 * (size_t)x.n_channels);
     h.schedule_at = put(&w, x.schedule, x.schedule_bytes);
-    put_program(&w, &x.train, &h.train);
-    put_program(&w, &x.eval, &h.eval);
+    put_program(&w, &x.train, o->fused_update ? x.nodes : NULL, g->n_forward, &h.train);
+    put_program(&w, &x.eval, NULL, 0, &h.eval);
     bool ok = h.train.instr_at && h.eval.instr_at;
     put(&w, NULL, 0); /* the CRC-32 starts aligned */
     h.image_bytes = w.n + 4;

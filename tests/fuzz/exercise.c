@@ -112,7 +112,7 @@ static poet_dev *patch_device(void)
     uint8_t *img = NULL;
     size_t len = 0;
     poet_plan_options po = {.threads = 1, .deterministic = true};
-    poet_export_options eo = {poet_optimizer_default(POET_OPT_SGD), 1, 0, NULL, NULL, POET_FROZEN_IN_RAM};
+    poet_export_options eo = {poet_optimizer_default(POET_OPT_SGD), 1, 0, NULL, NULL, POET_FROZEN_IN_RAM, false};
     if (poet_zoo_build("mlp_digits", 8, &g, NULL)) return NULL;
     if (!poet_profile_find("m4", &dev, NULL) && !poet_instance_from_graph(&g, &dev, &inst, NULL)) {
         if (!poet_problem_init(&p, &inst, 0, 1e6, NULL)) {

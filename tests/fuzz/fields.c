@@ -85,7 +85,7 @@ static const field IMAGE_HEADER[] = {
     HEADER_FIELD(beta2),       HEADER_FIELD(eps),            HEADER_FIELD(weight_decay),  HEADER_FIELD(n_trained),
     HEADER_FIELD(channels_at), HEADER_FIELD(seed),           HEADER_FIELD(n_params),      HEADER_FIELD(n_state),
     HEADER_FIELD(batch_numel), HEADER_FIELD(storage_bytes),  HEADER_FIELD(workspace_bytes), HEADER_FIELD(budget_bytes),
-    HEADER_FIELD(n_resident),  PROGRAM_FIELDS(train),     PROGRAM_FIELDS(eval),
+    HEADER_FIELD(n_resident),  HEADER_FIELD(fused_grad_floats), PROGRAM_FIELDS(train), PROGRAM_FIELDS(eval),
 };
 
 #define NODE_FIELD(name) {offsetof(knode, name), (int)sizeof(((knode *)0)->name), "node." #name, 0}
