@@ -155,6 +155,16 @@ ok "export last:2 at fit's arena" "$poet" export --model cnn_digits --device stm
     --budget "$(fitof flash arena_bytes)" --out "$tmp/flash.img" --json
 whole=$(( $(sed -n 's/.*"memory_bytes":[[:space:]]*\([0-9]*\).*/\1/p' "$tmp/out") + 9216 ))
 expect "fit's whole RAM with frozen weights in flash is the image's ($whole B)" '[ "$whole" = "$(fitof flash ram_total_bytes)" ]'
+for fused in "" --fused-update; do
+    ok "train${fused:+ $fused}" "$poet" train --model cnn_digits --device m4 --batch 8 --budget 60% --steps 3 \
+        --time-limit 3 --json --quiet $fused
+    cp "$tmp/out" "$tmp/train-fused${fused:+-on}.json"
+done
+sha_of() { sed -n 's/.*"weights_sha256":[[:space:]]*"\([0-9a-f]*\)".*/\1/p' "$1"; }
+persistent_of() { sed -n 's/.*"persistent_bytes":[[:space:]]*\([0-9]*\).*/\1/p' "$1"; }
+expect "the fused update trains to the same weights in less RAM" \
+    '[ -n "$(sha_of "$tmp/train-fused.json")" ] && [ "$(sha_of "$tmp/train-fused.json")" = "$(sha_of "$tmp/train-fused-on.json")" ] && [ "$(persistent_of "$tmp/train-fused-on.json")" -lt "$(persistent_of "$tmp/train-fused.json")" ]'
+refuse "update refuses the fused update" "whole gradient" "$poet" update --model cnn_digits --data digits --fused-update
 refuse "a bad --frozen" "--frozen must be flash or ram" "$poet" train --model cnn_digits --device m4 --budget 50% \
     --frozen rom
 sed 's/"ram_bytes": 1048576/"ram_bytes": 1048576, "image_flash_bytes": 16384/' >"$tmp/small-flash.json" <<'PROFILE'
@@ -303,7 +313,6 @@ refuse "sweep bad factors" "--runtime-factor" "$poet" sweep --model linear --dev
 refuse "sweep inverted range" "--to" "$poet" sweep --model linear --device m4 --from 90% --to 60%
 
 # ---- training (needs python3-sklearn's digits; scripts/deps.sh --test installs it) ----
-sha_of() { sed -n 's/.*"weights_sha256":[[:space:]]*"\([0-9a-f]*\)".*/\1/p' "$1"; }
 ok "train keep-all" "$poet" train --model cnn_digits --device m4 --budget 100% --steps 60 --json --quiet
 cp "$tmp/out" "$tmp/train-keep.json"
 for field in final_loss test_accuracy weights_sha256 arena_peak_bytes budget_bytes persistent_bytes paged_bytes \

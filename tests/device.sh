@@ -361,6 +361,17 @@ check "... in $ram B of RAM, the plan's figure, within 192 KiB" \
 "$poet" emulate "${wide[@]}" --budget ram --steps 1 --frozen ram >/dev/null 2>"$tmp/wide_ram.err"
 check "... and with --frozen ram it is refused before the board runs" \
     "$([ $? -ne 0 ] && grep -q "do not even hold" "$tmp/wide_ram.err" && echo 0 || echo 1)" "$(head -c 300 "$tmp/wide_ram.err")"
+# an image larger than the flash partition it must lie in is refused before QEMU starts, naming the sizes
+/usr/bin/python3 -c "
+import sys, torch
+m = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 2100), torch.nn.ReLU(), torch.nn.Linear(2100, 10))
+torch.onnx.export(m, torch.zeros(1, 1, 8, 8), sys.argv[1], opset_version=14, input_names=['x'], dynamic_axes={'x': {0: 'batch'}})
+" "$tmp/big.onnx" 2>"$tmp/big.err"
+"$poet" emulate --onnx "$tmp/big.onnx" --data digits --batch 4 --train biases --budget ram --steps 1 --quiet \
+    >/dev/null 2>>"$tmp/big.err"
+check "an image of 630 KB of parameters is refused: the flash partition holds 512 KiB" \
+    "$([ $? -eq 1 ] && grep -q "parameters 630040 of them); its flash partition holds 524288" "$tmp/big.err" && echo 0 ||
+        echo 1)" "$(tail -c 300 "$tmp/big.err")"
 "$poet" emulate --model cnn_digits --data digits --batch 8 --budget 60% --runtime-factor 1.2 --time-limit 3 --train biases \
     --steps 3 --quiet --json >"$tmp/biases.json" 2>"$tmp/biases.err"
 check "biases only, weights in flash, under a schedule that recomputes: the host's bits, the image intact" \

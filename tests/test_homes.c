@@ -26,6 +26,26 @@ static poet_engine *engine_for(const poet_graph *g, const rig *r, poet_frozen_ho
     return e;
 }
 
+/* The device's figure for the image (what poet_dev_open needs) is the one
+ * the host predicts from the graph and the placed arena alone
+ * (poet_export_memory: what fit and --budget ram plan with). */
+static void check_memory(const poet_engine *e, const poet_graph *g, const rig *r, poet_frozen_home frozen, bool fused,
+                         const char *what)
+{
+    size_t len;
+    const uint8_t *img = poet_engine_image(e, &len);
+    poet_dev_memory need, predicted;
+    poet_err err = {0};
+    poet_export_options o = {poet_optimizer_default(POET_OPT_ADAM), 11, 0, NULL, NULL, frozen, fused};
+    CHECK_MSG(!poet_dev_inspect(img, len, &need, &err) &&
+                  !poet_export_memory(g, &o, r->sim.placed_peak_bytes, &predicted, &err) &&
+                  predicted.total_bytes == need.total_bytes && predicted.persistent_bytes == need.persistent_bytes &&
+                  predicted.flash_bytes == need.flash_bytes,
+              "%s (frozen in %s%s): the device needs %" PRIu64 " B, the host predicts %" PRIu64 " B %s", what,
+              frozen == POET_FROZEN_IN_FLASH ? "flash" : "RAM", fused ? ", fused" : "", need.total_bytes,
+              predicted.total_bytes, err.msg);
+}
+
 static bool train(poet_engine *e, const poet_graph *g, char sha[65])
 {
     uint64_t n = poet_shape_numel(&g->nodes[0].shape);
@@ -142,6 +162,7 @@ static void check_fused(const poet_graph *g, const rig *r, const char *want, uin
     poet_engine *e = engine_for(g, r, POET_FROZEN_IN_FLASH, true);
     CHECK_MSG(e != NULL, "%s: no fused engine", what);
     if (!e) return;
+    check_memory(e, g, r, POET_FROZEN_IN_FLASH, true, what);
     uint64_t largest = 0, all = 0;
     for (int v = 0; v < g->n_forward; v++) {
         uint64_t t = poet_param_trained(g->nodes[v].op, &g->nodes[v].attrs, g->nodes[v].params);
@@ -211,6 +232,8 @@ static void check_spec(const char *spec, uint64_t *rng)
         CHECK_MSG(memcmp(all, poet_dev_weights(poet_engine_device(ram), &count), 4 * count) == 0,
                   "%s: the gathered weights differ", what);
         free(all), free(copy);
+        check_memory(ram, &g, &r, POET_FROZEN_IN_RAM, false, what);
+        check_memory(flash, &g, &r, POET_FROZEN_IN_FLASH, false, what);
         check_state(flash, ram, what);
         check_store(flash, &g, &r, what);
         check_hostile_home(flash, what);

@@ -72,6 +72,9 @@ static int check_args(update_args *a, update_values *u)
     if (rc) return rc;
     if (!u->v.data) return usage_error(cmd, "give --data (digits, fashion-mnist or a file: docs/data.md)", NULL);
     if (a->t.train) return usage_error(cmd, "--train: poet update chooses what each round trains (--method, --k)", NULL);
+    if (a->t.fused_update)
+        return usage_error(cmd, "--fused-update: each round chooses what to send from the whole gradient, which a "
+                                "fused update does not keep", NULL);
     u->o = (poet_update_options){POET_UPDATE_DPU, 0.01, 10, a->reinit, u->v.seed, a->always_send, 0.5};
     u->rounds = 10, u->start = 200, u->step = 100, u->val = 300;
     if (a->method && !poet_update_method_parse(a->method, &u->o.method))

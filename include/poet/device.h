@@ -83,7 +83,9 @@ void poet_dev_batch_buffers(poet_dev *d, float **x, int32_t **labels);
 
 /* One training step on a batch (x: the input node's shape; labels: one per
  * row). Writes the mean loss. A failed step changes no weight, no
- * statistic and no optimizer state: the last completed step stays intact. */
+ * statistic and no optimizer state: the last completed step stays intact;
+ * except on an image with a fused update (poet_export_options), where the
+ * nodes already updated stay updated (docs/device.md). */
 poet_status poet_dev_step(poet_dev *d, const float *x, const int32_t *labels, float *loss, poet_err *err);
 
 /* The step in two halves, for a trainer that combines gradients (several
