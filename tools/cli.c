@@ -336,11 +336,11 @@ int load_graph(const char *cmd, const char *model, const char *onnx, const char 
  * each DRESS-style sparsity level (basis points) into levels[]. */
 int load_instances(const char *cmd, const graph_src *src, poet_instance *inst, const weight_format *wf)
 {
-    return load_instance_ram(cmd, src, inst, wf, NULL);
+    return load_instance_ram(cmd, src, inst, wf, NULL, NULL);
 }
 
 int load_instance_ram(const char *cmd, const graph_src *src, poet_instance *inst, const weight_format *wf,
-                      ram_use *ram)
+                      const device_layout *layout, ram_use *ram)
 {
     int n_levels = wf ? wf->n_levels : 0;
     poet_err err = {0};
@@ -352,7 +352,7 @@ int load_instance_ram(const char *cmd, const graph_src *src, poet_instance *inst
         if (n_levels || (wf && wf->bits > 0))
             return usage_error(cmd, "--sparse-levels and --weight-bits need the model's layers: --model or --onnx", NULL);
         if (poet_instance_read_file(src->instance, inst, &err)) return lib_error(&err);
-        return ram ? ram_use_of(NULL, inst, &DEVICE_LAYOUT_DEFAULT, UINT64_MAX, ram) : 0;
+        return ram ? ram_use_of(NULL, inst, layout, UINT64_MAX, ram) : 0;
     }
     if (!src->device) return usage_error(cmd, "--model and --onnx need --device", NULL);
     int b = 0;
@@ -373,7 +373,7 @@ int load_instance_ram(const char *cmd, const graph_src *src, poet_instance *inst
             while (k-- > 0) poet_instance_free(&wf->levels[k]);
             poet_instance_free(inst);
         }
-    if (!st && ram && (rc = ram_use_of(g, inst, &DEVICE_LAYOUT_DEFAULT, UINT64_MAX, ram))) {
+    if (!st && ram && (rc = ram_use_of(g, inst, layout, UINT64_MAX, ram))) {
         poet_instance_free(inst);
         for (int k = 0; k < n_levels; k++) poet_instance_free(&wf->levels[k]);
     }

@@ -146,9 +146,10 @@ typedef struct weight_format {
 /* load_instance with a weight format (NULL: none); --instance files are
  * refused with one (they have no layers). */
 int load_instances(const char *cmd, const graph_src *src, poet_instance *inst, const weight_format *wf);
-/* load_instance, and what training it needs in RAM beside the arena (SGD, DEVICE_CHUNK). */
+/* load_instance, and what training it needs in RAM beside the arena as
+ * the device lays it out (layout; NULL with ram NULL). */
 int load_instance_ram(const char *cmd, const graph_src *src, poet_instance *inst, const weight_format *wf,
-                      ram_use *ram);
+                      const device_layout *layout, ram_use *ram);
 
 /* The commands, one file each (cmd_NAME.c): argc and argv after the command
  * name; the exit code. */

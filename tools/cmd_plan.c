@@ -11,6 +11,7 @@
 static const char PLAN_HELP[] =
     "usage: poet plan ((--model NAME | --onnx FILE) --device DEV [--batch N] [--train SPEC] | --instance FILE)\n"
     "                 --budget BYTES|PCT%|ram [--runtime-factor F] [--runtime-model M]\n"
+    "                 [--frozen flash|ram] [--fused-update] (what --budget ram leaves)\n"
     "                 [--planner NAME]\n"
     "                 [--time-limit S] [--gap TOL] [--out FILE] [--json] [--allow-infeasible]\n"
     "                 [--no-paging | --no-remat] [--threads N] [--deterministic]\n"
@@ -26,6 +27,7 @@ static const char PLAN_HELP[] =
     "                    weights, gradients, SGD momentum, batch, workspace,\n"
     "                    control) fits the device's (see poet fit)\n"
 RUNTIME_MODEL_HELP
+FROZEN_HELP
     "  --planner NAME    see poet planners (default: fast)\n"
     "  --time-limit S    wall-clock limit of the planner (fast: 60 s, milp: 300 s)\n"
     "  --gap TOL         stop once the certified gap is at most TOL (0.1% by\n"
@@ -77,15 +79,16 @@ static poet_status plan_drawn(const char *name, const poet_problem *p, const poe
 int cmd_plan(int argc, char **argv)
 {
     graph_src src = {0};
-    const char *budget = NULL, *factor = NULL, *runtime_model = NULL;
+    const char *budget = NULL, *factor = NULL, *runtime_model = NULL, *frozen = NULL;
     const char *planner = NULL, *limit = NULL, *out = NULL, *threads = NULL, *mps = NULL, *gap_text = NULL;
     bool json = false, help = false, quiet = false, deterministic = false, no_paging = false, no_remat = false;
-    bool allow_infeasible = false;
+    bool allow_infeasible = false, fused = false;
     const char *levels_text = NULL, *bits_text = NULL, *group_text = NULL;
     opt opts[] = {GRAPH_SRC_OPTS(src),                     {"--sparse-levels", true, &levels_text, NULL},
                   {"--weight-bits", true, &bits_text, NULL}, {"--weight-group", true, &group_text, NULL},
                   {"--budget", true, &budget, NULL},       {"--runtime-factor", true, &factor, NULL},
-                  {"--runtime-model", true, &runtime_model, NULL},
+                  {"--runtime-model", true, &runtime_model, NULL}, {"--frozen", true, &frozen, NULL},
+                  {"--fused-update", false, NULL, &fused},
                   {"--planner", true, &planner, NULL},     {"--time-limit", true, &limit, NULL},
                   OUTPUT_OPT("--out", out),             {"--json", false, NULL, &json},
                   {"--threads", true, &threads, NULL},     OUTPUT_OPT("--write-mps", mps),
@@ -125,8 +128,11 @@ int cmd_plan(int argc, char **argv)
     wf.group = (uint32_t)group;
     int n_levels = wf.n_levels;
     const uint32_t *sparsity_bp = wf.sparsity_bp;
+    device_layout layout = DEVICE_LAYOUT_DEFAULT;
+    layout.fused_update = fused;
+    if (!parse_frozen(frozen, &layout.frozen)) return usage_error("plan", "--frozen must be flash or ram, got", frozen);
     ram_use ram;
-    if ((rc = load_instance_ram("plan", &src, &inst, &wf, &ram))) return rc;
+    if ((rc = load_instance_ram("plan", &src, &inst, &wf, &layout, &ram))) return rc;
     poet_err err = {0};
     poet_problem p;
     uint64_t bytes = 0;
@@ -171,7 +177,7 @@ int cmd_plan(int argc, char **argv)
                 if (have) warn_ram(&p, &sim, &ram);
                 if (!rc && !have && !src.instance && p.budget_bytes < p.min_budget_bytes) {
                     fix_question q = {src.model, src.onnx, src.train, inst.batch, &inst.device, p.budget_bytes,
-                                      strcmp(budget, "ram") == 0, DEVICE_LAYOUT_DEFAULT, UINT64_MAX};
+                                      strcmp(budget, "ram") == 0, layout, UINT64_MAX};
                     if (q.whole_ram) explain_ram(&inst.device, &ram, p.budget_bytes, p.min_budget_bytes);
                     suggest_fix(&q);
                 }
