@@ -25,6 +25,7 @@ struct poet_dev {
     const uint8_t *train_mask; /* bit i: parameter i trains; NULL: all do (borrowed) */
     const float *rates;        /* per forward node, weights' then bias's learning rate; NULL: the image's (borrowed) */
     uint64_t step;
+    float adam_c1, adam_c2; /* Adam's bias corrections for the step under way (dev_pass sets them) */
     poet_dev_stats stats;
 };
 
@@ -74,6 +75,10 @@ static inline float *dev_grads_of(const poet_dev *d, const knode *n)
 /* The forward and backward pass of a step (with a fused update, the
  * optimizer steps too); the batch norm statistics committed on success. */
 poet_status dev_pass(poet_dev *d, const float *x, const int32_t *labels, float *loss, poet_err *err);
+
+/* Adam's bias corrections for the step about to run (d->step counts the
+ * steps completed), once a step rather than once a node. */
+void dev_begin_step(poet_dev *d);
 
 /* The optimizer step of forward node v's parameters (optimizer.c): all of
  * them at the end of a step, or one at its KI_UPDATE. */

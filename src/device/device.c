@@ -132,6 +132,7 @@ poet_status poet_dev_open(const void *image, size_t image_bytes, void *memory, s
     if (d->opt_v) memset(d->opt_v, 0, 4ull * h->n_trained);
     memcpy(d->state, img + h->state_at, 4 * h->n_state);
     d->stats.arena_bytes = h->train.arena_bytes;
+    dev_begin_step(d);
     if ((st = check_lifetimes(d, &h->train, err)) || (st = check_lifetimes(d, &h->eval, err)) ||
         (st = check_updates(d, err)))
         return st;
@@ -267,16 +268,6 @@ static poet_status check_lifetimes(poet_dev *d, const kprogram *pg, poet_err *er
     return POET_OK;
 }
 
-/* The forward node whose parameters instruction `in` reads (a compute of
- * the node or of one of its gradients), or -1. */
-static int32_t params_read_by(const poet_dev *d, const kinstr *in)
-{
-    if (in->op != KI_COMPUTE) return -1;
-    const knode *n = &d->nodes[in->node];
-    int32_t v = n->op == POET_OP_GRAD ? n->fwd : in->node < d->h->n_forward ? (int32_t)in->node : -1;
-    return v >= 0 && d->nodes[v].params ? v : -1;
-}
-
 /* A fused update changes a node's parameters once, after the last
  * instruction that reads them; every trained node's is there. One replay
  * (d->live marks what was updated); image_check saw the fields. */
@@ -287,7 +278,7 @@ static poet_status check_updates(poet_dev *d, poet_err *err)
     for (uint32_t v = 0; v < d->h->n_nodes; v++) d->live[v] = 0;
     for (uint32_t k = 0; k < d->h->train.n_instr; k++) {
         const kinstr *in = &code[k];
-        int32_t v = params_read_by(d, in);
+        int64_t v = in->op == KI_COMPUTE ? knode_params_read(d->nodes, d->h->n_forward, in->node) : -1;
         if ((v >= 0 && d->live[v]) || (in->op == KI_UPDATE && d->live[in->node]))
             return poet_fail(err, POET_ERR_INVALID, "device image: training instruction %u %s node %d's parameters "
                                                     "after their update", (unsigned)k,
@@ -364,6 +355,7 @@ poet_status poet_dev_gradient(poet_dev *d, const float *x, const int32_t *labels
 poet_status dev_pass(poet_dev *d, const float *x, const int32_t *labels, float *loss, poet_err *err)
 {
     poet_status st = load_batch(d, x, labels, err);
+    dev_begin_step(d);
     if (st) return st;
     memcpy(d->state_next, d->state, 4 * d->h->n_state);
     float l = 0.0f;
@@ -530,6 +522,7 @@ poet_status poet_dev_state_load(poet_dev *d, const void *src, size_t len, poet_e
     if (d->opt_v) memcpy(d->opt_v, p + np + nt, nt);
     memcpy(d->state, p + np + 2 * nt, ns);
     d->step = step;
+    dev_begin_step(d);
     return POET_OK;
 }
 

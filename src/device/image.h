@@ -165,6 +165,15 @@ static inline uint64_t knode_trained(const knode *n)
     return poet_param_trained((poet_op)n->op, &n->attrs, n->params);
 }
 
+/* The forward node whose parameters a computation of node u reads (u
+ * itself, or the forward node of a gradient), or -1 where it reads none:
+ * what a fused update must follow. */
+static inline int64_t knode_params_read(const knode *nodes, uint32_t n_forward, uint32_t u)
+{
+    int64_t v = nodes[u].op == POET_OP_GRAD ? nodes[u].fwd : u < n_forward ? (int64_t)u : -1;
+    return v >= 0 && nodes[v].params ? v : -1;
+}
+
 /* How many of nodes[0..n) have such weights (a patch that re-initializes
  * carries a bound for each). */
 static inline uint32_t knode_weight_layers(const knode *nodes, uint32_t n)

@@ -75,13 +75,17 @@ static void optimizer_update_selected(poet_dev *d, const knode *n, const knode *
         }
 }
 
-/* Frozen tensors have neither gradients nor optimizer state. Adam's bias
- * corrections are those of the step being taken (d->step counts the steps
- * completed). */
+void dev_begin_step(poet_dev *d)
+{
+    d->adam_c1 = (float)(1.0 - pow_uint(d->h->beta1, d->step + 1));
+    d->adam_c2 = (float)(1.0 - pow_uint(d->h->beta2, d->step + 1));
+}
+
+/* Frozen tensors have neither gradients nor optimizer state. */
 void dev_update_node(poet_dev *d, uint32_t v)
 {
     const img_header *h = d->h;
-    float c1 = (float)(1.0 - pow_uint(h->beta1, d->step + 1)), c2 = (float)(1.0 - pow_uint(h->beta2, d->step + 1));
+    float c1 = d->adam_c1, c2 = d->adam_c2;
     const knode *n = &d->nodes[v];
     uint64_t w, b, tw, tb;
     poet_param_split((poet_op)n->op, &n->attrs, n->params, &w, &b);

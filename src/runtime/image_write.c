@@ -191,13 +191,12 @@ static uint32_t put(writer *w, const void *src, size_t bytes)
 
 static size_t padded(size_t bytes) { return bytes + POET_IMAGE_ALIGN; }
 
-/* The forward node whose parameters instruction `in` reads (a compute of
- * it or of one of its gradients), if they train; else -1. */
+/* The forward node whose parameters instruction `in` reads, if they
+ * train; else -1. */
 static int trained_params_read(const knode *k, int n_forward, const poet_instr *in)
 {
-    if (in->op != POET_I_COMPUTE) return -1;
-    int v = k[in->node].op == POET_OP_GRAD ? k[in->node].fwd : in->node < n_forward ? in->node : -1;
-    return v >= 0 && knode_trained(&k[v]) ? v : -1;
+    int64_t v = in->op == POET_I_COMPUTE ? knode_params_read(k, (uint32_t)n_forward, (uint32_t)in->node) : -1;
+    return v >= 0 && knode_trained(&k[v]) ? (int)v : -1;
 }
 
 /* The program as the device's instructions; with fused updates (k not
