@@ -37,7 +37,7 @@ static bool layout_of(const img_header *h, layout *L)
     PLACE(dev, 1, DEV_STATE_BYTES);
     PLACE(arena, h->train.arena_bytes, 1);
     PLACE(params, h->n_resident, 4);
-    PLACE(grads, h->fused_grad_floats ? h->fused_grad_floats : h->n_trained, 4);
+    PLACE(grads, image_grad_floats(h), 4);
     PLACE(opt_m, h->n_trained, 4);
     PLACE(opt_v, h->optimizer == KOPT_ADAM ? h->n_trained : 0, 4);
     PLACE(state, h->n_state, 4);
@@ -127,7 +127,7 @@ poet_status poet_dev_open(const void *image, size_t image_bytes, void *memory, s
     DEV_FOR_EACH_PART(d, v, part, at, count) /* a home in flash is read where it lies */
         if (d->nodes[v].home[part] != KHOME_FLASH)
             memcpy(dev_part_ram(d, &d->nodes[v], part), img + h->params_at + 4 * at, 4 * count);
-    memset(d->grads, 0, 4ull * (h->fused_grad_floats ? h->fused_grad_floats : h->n_trained));
+    memset(d->grads, 0, 4 * image_grad_floats(h));
     memset(d->opt_m, 0, 4ull * h->n_trained);
     if (d->opt_v) memset(d->opt_v, 0, 4ull * h->n_trained);
     memcpy(d->state, img + h->state_at, 4 * h->n_state);
@@ -355,8 +355,8 @@ poet_status poet_dev_gradient(poet_dev *d, const float *x, const int32_t *labels
 poet_status dev_pass(poet_dev *d, const float *x, const int32_t *labels, float *loss, poet_err *err)
 {
     poet_status st = load_batch(d, x, labels, err);
-    dev_begin_step(d);
     if (st) return st;
+    dev_begin_step(d);
     memcpy(d->state_next, d->state, 4 * d->h->n_state);
     float l = 0.0f;
     st = run_program(d, &d->h->train, true, &l, err);

@@ -125,6 +125,13 @@ typedef struct img_header {
                                        time live in a buffer of this many floats, the largest node's */
 } img_header;
 
+/* Floats of gradients the device keeps: every trained one's, or with a
+ * fused update the largest node's. */
+static inline uint64_t image_grad_floats(const img_header *h)
+{
+    return h->fused_grad_floats ? h->fused_grad_floats : h->n_trained;
+}
+
 /* The memory a device needs for an image with this header (its sizes
  * only: counts, arena, workspace), as poet_dev_open lays it out; false
  * when they overflow. The host's prediction and the device's figure are
