@@ -12,7 +12,7 @@ set(POET_DEVICE_LIBRARY_SOURCES ${POET_BASE_SOURCES} ${POET_OPS_SOURCES} ${POET_
 set(POET_HOST_SOURCES src/host/fail_stdio.c src/host/clock.c src/host/apart.c src/host/fileio.c src/host/json.c
     src/host/storage.c)
 set(POET_GRAPH_SOURCES src/graph/graph.c src/graph/zoo.c src/graph/trainable.c)
-set(POET_COST_SOURCES src/cost/profile.c src/cost/instance.c src/cost/instance_io.c)
+set(POET_COST_SOURCES src/cost/profile.c src/cost/instance.c src/cost/instance_io.c src/cost/calibrate.c)
 set(POET_SCHEDULE_SOURCES src/schedule/problem.c src/schedule/schedule.c src/schedule/stages.c
     src/schedule/simulate.c src/schedule/validate.c src/schedule/program.c src/schedule/placement.c src/schedule/io.c)
 # CBC, GLPK and protobuf-c are options (CMakeLists.txt); each has a stand-in

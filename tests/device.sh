@@ -392,6 +392,31 @@ check "... in less RAM ($fused_ram B against $unfused_ram B), the plan's figure"
 # hostile images: every header field and the fields of one record of each
 # kind set to boundary values, the CRC made right; the board (32-bit) must
 # come to the host's verdict on each and survive the ones it accepts
+# Calibration: per-op costs measured on the board under one schedule predict
+# the board's instructions under another (one that recomputes three times
+# as much), as a whole and per op kind; the FLOP profile does not.
+cal=(--model cnn_digits --data digits --batch 8 --steps 2 --no-host --test-examples 0 --quiet --time-limit 3)
+"$poet" emulate "${cal[@]}" --budget ram --calibrate "$tmp/board.json" >"$tmp/cal.out" 2>"$tmp/cal.err"
+check "emulate --calibrate writes a profile" "$([ $? -eq 0 ] && grep -q '"grad_unit_s"' "$tmp/board.json" && echo 0 || echo 1)" \
+    "$(head -c 300 "$tmp/cal.err")"
+"$poet" emulate "${cal[@]}" --budget 50% --planner remat-dtr --runtime-factor 3 --device "$tmp/board.json" --profile --json \
+    >"$tmp/calp.json" 2>"$tmp/calp.err"
+check "a plan priced by the calibrated profile trains on the board" $? "$(head -c 300 "$tmp/calp.err")"
+verdict=$(/usr/bin/python3 -c '
+import json, sys
+o = json.load(open(sys.argv[1]))
+step = o["predicted_instructions_per_step"] / o["instructions_per_step"] - 1
+ops = {k: v["predicted"] / v["measured"] - 1 for k, v in o["op_instructions"].items() if v["measured"]}
+worst = max(ops, key=lambda k: abs(ops[k]))
+ok = abs(step) < 0.05 and abs(ops[worst]) < 0.10 and o["recomputations"] > 10
+print("ok" if ok else "no", "step %+.2f%%, worst op %s %+.1f%%, %d recomputations" % (100 * step, worst, 100 * ops[worst], o["recomputations"]))
+' "$tmp/calp.json" 2>&1)
+check "the calibrated profile predicts another schedule within 5% (each op kind within 10%)" \
+    "$([ "${verdict%% *}" = ok ] && echo 0 || echo 1)" "$verdict"
+"$poet" emulate "${cal[@]}" --budget ram --profile --json >"$tmp/flop.json" 2>/dev/null
+off=$(/usr/bin/python3 -c 'import json, sys; o = json.load(open(sys.argv[1])); print(int(abs(o["predicted_instructions_per_step"] / o["instructions_per_step"] - 1) > 0.5))' "$tmp/flop.json" 2>/dev/null)
+check "the FLOP profile's prediction is off by more than half" "$([ "$off" = 1 ] && echo 0 || echo 1)"
+
 if [ -n "$boundaries" ]; then
     mkdir -p "$tmp/cases"
     "$boundaries" "$tmp/cases" >"$tmp/cases/host.out" 2>&1

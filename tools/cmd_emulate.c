@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "board_io.h"
+#include "board_times.h"
 #include "session.h"
 
 #ifndef POET_FIRMWARE_DIR
@@ -30,7 +31,7 @@ static const char EMULATE_HELP[] =
     "                    [--firmware ELF] [--qemu PATH] [--no-host]\n"
     "                    [--memory BYTES] [--fail-write N] [--fail-read N] [--profile]\n"
     "                    [--rates FILE] [--attend FILE] [--onnx-out FILE]\n"
-    "                    [--test-examples N] [--quiet]\n"
+    "                    [--test-examples N] [--quiet] [--calibrate FILE]\n"
     "Plans a training iteration (costs from --device, default stm32f405: this board;\n"
     "--budget ram: its RAM less what the firmware keeps, measured from --firmware),\n"
     "writes the device image and N batches of the data set in the order poet train\n"
@@ -55,7 +56,11 @@ DATA_HELP
     "                  ended with\n"
     "  --memory BYTES  hand the device library only this much of the pool\n"
     "  --fail-write N  the SD card's Nth write fails (fault injection); --fail-read too\n"
-    "  --profile       time kernels too (conv forward and backward cycles)\n"
+    "  --profile       time every node too: the instructions a step of each op\n"
+    "                  measured beside the --device profile's prediction\n"
+    "  --calibrate FILE  --profile, then write a device profile with per-op costs\n"
+    "                  fit to what the board measured (docs/devices.md): plan,\n"
+    "                  train and emulate take it with --device\n"
     "  --rates FILE    a learning rate per tensor: u32 count (2 a forward node),\n"
     "                  then floats (weights', bias's), little-endian\n"
     "  --attend FILE   at one step, only the rows with the largest gradient train\n"
@@ -68,7 +73,7 @@ typedef struct emulate_args {
     train_opts t;
     const char *steps, *chunk, *storage, *keep, *timeout, *firmware, *qemu, *memory, *fail_write, *fail_read;
     const char *rates, *attend, *onnx_out;
-    const char *test_examples;
+    const char *test_examples, *calibrate;
     bool json, no_host, profile, quiet, help;
 } emulate_args;
 
@@ -297,7 +302,9 @@ static int run_qemu(emulation *em, const emulate_args *a)
                               {"--rates=", a->rates}, {"--attend=", a->attend}};
     for (int i = 0; i < 5; i++)
         if (extra[i][1]) k += snprintf(semi + k, sizeof semi - (size_t)k, ",arg=%s%s", extra[i][0], extra[i][1]);
-    if (a->profile) snprintf(semi + k, sizeof semi - (size_t)k, ",arg=--profile");
+    char times[4200];
+    path_in(em, "times.bin", times, sizeof times);
+    if (a->profile) snprintf(semi + k, sizeof semi - (size_t)k, ",arg=--profile,arg=--times=%s", times);
     char *argv[] = {(char *)(a->qemu ? a->qemu : "qemu-system-arm"), "-M", "netduinoplus2", "-display", "none",
                     "-serial", "null", "-monitor", "none", "-icount", "shift=0", "-semihosting-config", semi,
                     "-device", loader, "-kernel", (char *)a->firmware, NULL};
@@ -431,6 +438,24 @@ static int keep_all_weights(emulation *em, char sha[65])
     return rc;
 }
 
+/* --profile: what each op took on the board beside the profile's
+ * prediction; --calibrate: the profile fit to it. */
+static int add_board_times(emulation *em, const emulate_args *a, cJSON *o, long steps, double ipk)
+{
+    char path[4200];
+    path_in(em, "times.bin", path, sizeof path);
+    board_times t;
+    int rc = board_times_read(path, &em->s, steps, num(em->device, "step_ticks"), ipk / 1000.0, &t);
+    if (rc) return rc;
+    add_op_instructions_json(o, &em->s, &t);
+    if (a->calibrate && (rc = write_calibrated_profile(&em->s, &t, a->calibrate))) {
+        board_times_free(&t);
+        return rc;
+    }
+    board_times_free(&t);
+    return 0;
+}
+
 static int report(emulation *em, const emulate_args *a)
 {
     const cJSON *dv = em->device;
@@ -503,6 +528,10 @@ static int report(emulation *em, const emulate_args *a)
     cJSON_AddNumberToObject(o, "instructions_per_kilotick", ipk);
     cJSON_AddNumberToObject(o, "predicted_compute_s_per_step", em->s.sim.compute_time_s);
     cJSON_AddNumberToObject(o, "exit_code", em->exit_code);
+    if (a->profile && steps > 0 && (rc = add_board_times(em, a, o, steps, ipk))) {
+        cJSON_Delete(o);
+        return rc;
+    }
     if (a->json) {
         rc = print_json(o);
     } else {
@@ -533,6 +562,11 @@ static int report(emulation *em, const emulate_args *a)
                    100 * accuracy, examples, em->d.n_test, a->no_host ? "" : test_same ? ", as on the host" : ", NOT the host's");
         printf("  weights sha256 %s%s\n", sha,
                a->no_host ? "" : same ? " (the host's, under this schedule and keep-all)" : " (NOT the host's)");
+        if (cJSON_GetObjectItemCaseSensitive(o, "op_instructions"))
+            printf("  the %s profile predicts %.0f instructions a step, %+.1f%% of the board's (each op's: --json)%s%s\n",
+                   em->s.inst.device.name, num(o, "predicted_instructions_per_step"),
+                   100 * (num(o, "predicted_instructions_per_step") / ips - 1),
+                   a->calibrate ? "; calibrated profile written to " : "", a->calibrate ? a->calibrate : "");
         cJSON_Delete(o);
     }
     if (!rc && strcmp(sha, file_sha) != 0) {
@@ -595,9 +629,10 @@ static int make_dir(emulation *em, const char *keep)
 static void emulation_free(emulation *em)
 {
     if (em->temp_dir) {
-        static const char *files[] = {"image.bin", "data.bin", "storage.bin", "weights.bin", "state.bin"};
+        static const char *files[] = {"image.bin", "data.bin",  "storage.bin", "weights.bin",
+                                      "state.bin", "test.bin", "times.bin"};
         char path[4200];
-        for (size_t i = 0; i < 5; i++) path_in(em, files[i], path, sizeof path), unlink(path);
+        for (size_t i = 0; i < sizeof files / sizeof *files; i++) path_in(em, files[i], path, sizeof path), unlink(path);
         rmdir(em->dir);
     }
     cJSON_Delete(em->device);
@@ -620,10 +655,12 @@ int cmd_emulate(int argc, char **argv)
                   {"--profile", false, NULL, &a.profile},  {"--rates", true, &a.rates, NULL},
                   {"--attend", true, &a.attend, NULL},     OUTPUT_OPT("--onnx-out", a.onnx_out),
                   {"--test-examples", true, &a.test_examples, NULL}, {"--quiet", false, NULL, &a.quiet},
+                  OUTPUT_OPT("--calibrate", a.calibrate),
                   {NULL, false, NULL, NULL}};
     int rc = parse_opts("emulate", argc, argv, opts, &a.help);
     if (rc || a.help) return a.help ? (fputs(EMULATE_HELP, stdout), 0) : rc;
     if (!a.t.device) a.t.device = "stm32f405";
+    a.profile = a.profile || a.calibrate;
     if (!a.firmware) a.firmware = POET_FIRMWARE_DIR "/poet-firmware.elf";
     emulation em;
     memset(&em, 0, sizeof em);

@@ -51,6 +51,7 @@ enum { POOL_PAINT = 0xA5 };
 typedef struct args {
     long steps, memory, fail_write, fail_read;
     const char *data, *storage, *weights, *state, *patches, *layer, *layer_out, *rates, *attend, *store, *cases, *test;
+    const char *times; /* with --profile: per-node ticks of the training steps, to this file */
     bool profile;
 } args;
 
@@ -156,6 +157,7 @@ static bool parse(args *a)
         else if ((v = value_of(w, "--attend="))) a->attend = v;
         else if ((v = value_of(w, "--store="))) a->store = v;
         else if ((v = value_of(w, "--test="))) a->test = v;
+        else if ((v = value_of(w, "--times="))) a->times = v;
         else if ((v = value_of(w, "--layer-out="))) a->layer_out = v;
         else if ((v = value_of(w, "--check-images="))) a->cases = v;
         else if (strcmp(w, "--profile") == 0) a->profile = true;
@@ -228,6 +230,7 @@ typedef struct run {
     uint64_t test_examples, test_correct;
     float test_loss_sum;
     uint64_t step_ticks;
+    double *node_ticks; /* compute, then transfer, per node (--times); in the spare pool */
 } run;
 
 static void report(const run *r, const args *a)
@@ -425,6 +428,8 @@ static int adaptation(run *r, const args *a)
     return 0;
 }
 
+static int start_timers(run *r);
+
 static int open_dev(run *r, const args *a, poet_dev_storage *st, sd_card *card, ram_store *ram)
 {
     const void *image = __image_start;
@@ -449,7 +454,36 @@ static int open_dev(run *r, const args *a, poet_dev_storage *st, sd_card *card, 
     if (poet_dev_open(image, (size_t)len, __pool_start, give, use, a->profile ? ticks_as_seconds : NULL, &r->d, &err))
         return refuse("", err.msg);
     r->spare = __pool_start + (r->need.total_bytes + 7) / 8 * 8, r->spare_end = __pool_start + give;
+    return a->times && a->profile ? start_timers(r) : 0;
+}
+
+/* Per-node timers in the spare pool: a calibration's measurements. */
+static int start_timers(run *r)
+{
+    uint64_t n = poet_dev_nodes(r->d), bytes = 2 * n * sizeof(double);
+    if (bytes > (uint64_t)(r->spare_end - r->spare)) return refuse("no spare RAM for the per-node timers", "");
+    r->node_ticks = (double *)(void *)r->spare;
+    r->spare += bytes;
+    memset(r->node_ticks, 0, (size_t)bytes);
+    poet_dev_set_node_timers(r->d, r->node_ticks, r->node_ticks + n);
     return 0;
+}
+
+/* The training steps' ticks: per node compute, then per node transfers,
+ * then the optimizer's, the transfers', the waits' and the kernels' in
+ * all, as doubles; the timers stop (inference is not training). */
+static void write_times(run *r, const char *path)
+{
+    if (!r->node_ticks) return;
+    const poet_dev_stats *s = poet_dev_get_stats(r->d);
+    double totals[4] = {s->update_s, s->transfer_s, s->wait_s, s->compute_s};
+    int h = sh_open(path, SH_WRITE_BINARY);
+    if (h >= 0) {
+        sh_write(h, r->node_ticks, 2 * (size_t)poet_dev_nodes(r->d) * sizeof(double));
+        sh_write(h, totals, sizeof totals);
+        sh_close(h);
+    }
+    poet_dev_set_node_timers(r->d, NULL, NULL);
 }
 
 /* The patches of a file, one after the other, each read into the pool's
@@ -697,6 +731,7 @@ int main(void)
         if (data < 0) return fail("cannot open the data file ", a.data);
         rc = train(&r, &a, data);
         sh_close(data);
+        if (!rc && a.times) write_times(&r, a.times);
     }
     if (!rc && a.test) rc = evaluate(&r, a.test);
     poet_err err = {0};

@@ -17,7 +17,16 @@ extern "C" {
 #define POET_MAX_EDGES 1000000 /* POET_MAX_NODES nodes of up to POET_MAX_INPUTS inputs each, and room */
 #define POET_MAX_ITERATION_COST 1e15 /* seconds, or joules, of one training iteration: all nodes together */
 
-/* A device, in POET's cost model: compute from FLOPs, paging from bytes. */
+/* A cost measured on the device (a calibration, docs/devices.md): seconds
+ * a call, and seconds per FLOP, or per output element for an op that
+ * counts no FLOPs. */
+typedef struct poet_op_cost {
+    double call_s, unit_s;
+    bool measured;
+} poet_op_cost;
+
+/* A device, in POET's cost model: compute from FLOPs, paging from bytes;
+ * or, where a calibration measured an op, compute from its per-op costs. */
 typedef struct poet_profile {
     char name[POET_NAME_BYTES];
     char description[160];
@@ -36,7 +45,24 @@ typedef struct poet_profile {
                                    training has the rest */
     uint64_t image_flash_bytes; /* flash the device image lies in, read in place (with the frozen parameters
                                    homed there); 0: not stated */
+    /* A calibration's (poet emulate --calibrate): where op[kind][0] (forward) or op[kind][1] (the gradient of
+       a node of that kind) is measured, a node costs call_s + unit_s x its FLOPs (or elements) and energy
+       is that time x compute_power_w; elsewhere POET's FLOP model above */
+    poet_op_cost op[POET_OP_COUNT][2];
+    double compute_power_w;
+    double update_s_per_param; /* the optimizer step, per trained parameter */
+    double step_s;             /* a step's cost that no node, transfer or update accounts for */
+    double instructions_per_s; /* the calibration's: its board's instructions a second (QEMU counts
+                                  instructions, not cycles); 0: not calibrated */
 } poet_profile;
+
+/* Whether a calibration measured any op of the profile. */
+bool poet_profile_calibrated(const poet_profile *d);
+/* Seconds and joules of a node of op kind `op` (its gradient where grad)
+ * with these FLOPs and output elements: the calibrated cost where the
+ * profile measured the op, else POET's FLOP model. */
+double poet_cost_node_s(const poet_profile *d, poet_op op, bool grad, double flops, double elements);
+double poet_cost_node_j(const poet_profile *d, poet_op op, bool grad, double flops, double elements);
 
 int poet_profile_count(void);
 const poet_profile *poet_profile_builtin(int i);
@@ -52,6 +78,44 @@ double poet_cost_pagein_s(const poet_profile *d, uint64_t bytes);
 double poet_cost_pageout_s(const poet_profile *d, uint64_t bytes);
 double poet_cost_pagein_j(const poet_profile *d, uint64_t bytes);
 double poet_cost_pageout_j(const poet_profile *d, uint64_t bytes);
+
+/* A profile as JSON (docs/devices.md), which poet_profile_parse_json
+ * reads back; the caller frees it. NULL when out of memory. */
+char *poet_profile_to_json(const poet_profile *d);
+
+/* ---- calibration: per-op costs from a device's measurements ---- */
+
+/* What one training step measured on a device, for every node of graph g
+ * under one schedule (arrays of g->n_nodes). */
+typedef struct poet_measured_step {
+    const poet_graph *g;
+    const double *compute_s; /* per node: its computations' seconds in the step */
+    const int *computes;     /* per node: computations in the step (recomputations included) */
+    const double *transfer_s; /* per node: its transfers' seconds */
+    const int *transfers;    /* per node: its page-outs and page-ins */
+    double update_s;         /* the optimizer step's */
+    double other_s;          /* the rest of the step: the executor, the batch, waiting */
+    uint64_t trained_params;
+} poet_measured_step;
+
+/* A profile from base with per-op costs fit to the measurements of n
+ * steps: for each op kind and direction, call_s and unit_s by least
+ * squares (both at least 0) over the nodes of that kind, one point a node
+ * (its seconds a computation against its FLOPs, or elements where it
+ * counts none); paging, where anything was paged, from a fit of seconds a
+ * transfer to bytes (page-ins and page-outs alike); the optimizer per
+ * parameter; step_s the rest; energy at the power base's FLOP figures
+ * imply (flops_per_s / flops_per_j). Ops the steps did not run, and
+ * paging where nothing was paged, keep base's costs (POET's FLOP model,
+ * or an earlier calibration's: calibrating a calibrated profile on a
+ * second schedule adds what the first did not run). */
+poet_status poet_profile_calibrate(const poet_profile *base, const poet_measured_step *m, int n,
+                                   double instructions_per_s, poet_profile *out, poet_err *err);
+
+/* Seconds of a step that no node or transfer accounts for, by the
+ * calibration: step_s and the optimizer for trained_params. 0 for a
+ * profile that was not calibrated. */
+double poet_profile_step_overhead_s(const poet_profile *d, uint64_t trained_params);
 
 /* ---- costed graph: what every planner sees ---- */
 typedef struct poet_cnode {

@@ -65,6 +65,8 @@ typedef struct poet_dev_stats {
      * forward node's op, and waiting for transfers. */
     double compute_s, wait_s;
     double op_s[POET_OP_COUNT], grad_op_s[POET_OP_COUNT];
+    double update_s;   /* in the optimizer step */
+    double transfer_s; /* starting transfers (storage->start) */
 } poet_dev_stats;
 
 /* Opens the image inside memory (8-byte aligned, at least need.total_bytes).
@@ -108,6 +110,15 @@ poet_status poet_dev_eval(poet_dev *d, const float *x, const int32_t *labels, in
 poet_status poet_dev_predict(poet_dev *d, const float *x, float *logits, poet_err *err);
 
 const poet_dev_stats *poet_dev_get_stats(const poet_dev *d);
+
+/* Per-node timing, what a calibration fits its per-op costs to (`poet
+ * emulate --calibrate`, docs/devices.md): with a clock, every computation
+ * of node v adds its kernel's seconds to compute_s[v], and every transfer
+ * of its tensor the seconds of starting it to transfer_s[v]. Borrowed
+ * arrays of poet_dev_nodes(d) doubles, which the caller zeroes; NULL: none. */
+void poet_dev_set_node_timers(poet_dev *d, double *compute_s, double *transfer_s);
+/* Nodes of the training graph, forward and backward. */
+uint32_t poet_dev_nodes(const poet_dev *d);
 
 /* The arena's first byte, so that a port can paint it and measure the
  * high-water mark that kernels really wrote. */

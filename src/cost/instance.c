@@ -18,10 +18,14 @@ void poet_instance_free(poet_instance *inst)
     inst->T = inst->n_edges = 0;
 }
 
-static void price_node(poet_cnode *c, const poet_profile *d)
+/* n is the graph's node c costs: its op, or for a gradient its forward node's. */
+static void price_node(poet_cnode *c, const poet_profile *d, const poet_graph *g, const poet_node *n)
 {
-    c->time_s = poet_cost_compute_time_s(d, c->flops);
-    c->compute_j = poet_cost_compute_j(d, c->flops);
+    bool grad = n->op == POET_OP_GRAD;
+    poet_op op = grad ? g->nodes[n->fwd].op : n->op;
+    double elements = (double)c->bytes / (double)d->bytes_per_element;
+    c->time_s = poet_cost_node_s(d, op, grad, c->flops, elements);
+    c->compute_j = poet_cost_node_j(d, op, grad, c->flops, elements);
     c->pagein_j = poet_cost_pagein_j(d, c->bytes);
     c->pageout_j = poet_cost_pageout_j(d, c->bytes);
     c->pagein_s = poet_cost_pagein_s(d, c->bytes);
@@ -76,7 +80,7 @@ poet_status poet_instance_from_graph(const poet_graph *g, const poet_profile *d,
         c->is_backward = v >= g->n_forward;
         c->bytes = n->bytes;
         c->flops = n->flops;
-        price_node(c, d);
+        price_node(c, d, g, n);
         for (int j = 0; j < n->n_inputs; j++) /* an input read twice is one edge */
             if (!has_input(n, j, n->inputs[j])) inst.edges[inst.n_edges++] = (poet_edge){n->inputs[j], v};
     }
@@ -121,7 +125,7 @@ poet_status poet_instance_sparse(const poet_graph *g, const poet_profile *d, uin
         double share = (double)poet_sparse_keep((uint32_t)cols, sparsity_bp) / (double)cols;
         poet_cnode *c = &inst.nodes[v];
         c->flops *= share;
-        price_node(c, d);
+        price_node(c, d, g, &g->nodes[v]);
         if (v == f) packed_extra += (double)sizeof(uint16_t) * (double)(rows * cols);
     }
     inst.parameter_bytes += packed_extra;

@@ -10,24 +10,30 @@
 
 /* The constants of POET's poet/chipsets.py, as its reference instances print
  * them (full precision), so that costs match bit for bit. jetsontx2 has no
- * compute figures in POET; ours are documented in docs/devices.md. */
+ * compute figures in POET; ours are documented in docs/devices.md. POET's
+ * fields in its order; no built-in profile is calibrated. */
+#define POET_PROFILE(nm, desc, fps, fpj, pil, pib, pol, pob, mem_w, w, elem, ram, flash, fixed, image)               \
+    {.name = nm, .description = desc, .flops_per_s = fps, .flops_per_j = fpj, .pagein_latency_s = pil,          \
+     .pagein_bytes_per_s = pib, .pageout_latency_s = pol, .pageout_bytes_per_s = pob, .memory_power_w = mem_w,    \
+     .power_w = w, .bytes_per_element = elem, .ram_bytes = ram, .flash_bytes = flash, .fixed_ram_bytes = fixed,  \
+     .image_flash_bytes = image}
 static const poet_profile BUILTIN[] = {
-    {"m0", "Arduino MKR1000, Cortex-M0+ at 48 MHz, no FPU; SD card storage", 166666.66666666666,
-     2525252.525252525, 0.000109, 4616510, 0.00011300000000000001, 4440000, 0.33, 0.066, 4, 32768, 0, 0, 0},
-    {"m4", "nRF52840, Cortex-M4F at 64 MHz; SD card storage", 6369910.145264308, 580010757.690879, 0.000109,
-     4616510, 0.00011300000000000001, 4440000, 0.33, 0.010982399999999998, 4, 262144, 0, 0, 0},
-    {"a72", "Raspberry Pi 4, Cortex-A72; SD card with write cache", 2000000000, 40115792.06701159,
-     5.095610000000001e-06, 45500000, 1.85314e-05, 24500000, 0.15, 3, 4, 4294967296, 0, 0, 0},
-    {"a72nocache", "Raspberry Pi 4, Cortex-A72; SD card without write cache", 120347376.20103474,
-     40115792.06701159, 5.095610000000001e-06, 45500000, 0.00423532, 17100000, 0.15, 3, 4, 4294967296, 0, 0, 0},
-    {"jetsontx2", "NVIDIA Jetson TX2, one Cortex-A57 core at 2.0 GHz; eMMC storage (compute figures: docs/devices.md)",
-     2.0e9, 2.0e9 / 0.766, 0.00054, 108500000, 0.002396, 94370000, 0.309, 0.766, 4, 8589934592, 0, 0, 0},
+    POET_PROFILE("m0", "Arduino MKR1000, Cortex-M0+ at 48 MHz, no FPU; SD card storage", 166666.66666666666,
+     2525252.525252525, 0.000109, 4616510, 0.00011300000000000001, 4440000, 0.33, 0.066, 4, 32768, 0, 0, 0),
+    POET_PROFILE("m4", "nRF52840, Cortex-M4F at 64 MHz; SD card storage", 6369910.145264308, 580010757.690879, 0.000109,
+     4616510, 0.00011300000000000001, 4440000, 0.33, 0.010982399999999998, 4, 262144, 0, 0, 0),
+    POET_PROFILE("a72", "Raspberry Pi 4, Cortex-A72; SD card with write cache", 2000000000, 40115792.06701159,
+     5.095610000000001e-06, 45500000, 1.85314e-05, 24500000, 0.15, 3, 4, 4294967296, 0, 0, 0),
+    POET_PROFILE("a72nocache", "Raspberry Pi 4, Cortex-A72; SD card without write cache", 120347376.20103474,
+     40115792.06701159, 5.095610000000001e-06, 45500000, 0.00423532, 17100000, 0.15, 3, 4, 4294967296, 0, 0, 0),
+    POET_PROFILE("jetsontx2", "NVIDIA Jetson TX2, one Cortex-A57 core at 2.0 GHz; eMMC storage (compute figures: docs/devices.md)",
+     2.0e9, 2.0e9 / 0.766, 0.00054, 108500000, 0.002396, 94370000, 0.309, 0.766, 4, 8589934592, 0, 0, 0),
     /* the board `poet emulate` runs: the m4's figures scaled to 168 MHz and the STM32F405's 40 mA there
      * (3.3 V); the SD card of the m0 and m4; RAM as the firmware leaves it; the image in the second half of
      * the 1 MiB flash (examples/firmware/stm32f405.ld; docs/devices.md) */
-    {"stm32f405", "STM32F405 (QEMU's netduinoplus2), Cortex-M4F at 168 MHz, 192 KiB RAM, 1 MiB flash; SD card storage",
+    POET_PROFILE("stm32f405", "STM32F405 (QEMU's netduinoplus2), Cortex-M4F at 168 MHz, 192 KiB RAM, 1 MiB flash; SD card storage",
      6369910.145264308 * 168 / 64, 6369910.145264308 * 168 / 64 / 0.132, 0.000109, 4616510, 0.00011300000000000001,
-     4440000, 0.33, 0.132, 4, 196608, 0, 9216, 524288},
+     4440000, 0.33, 0.132, 4, 196608, 0, 9216, 524288),
 };
 
 enum { N_BUILTIN = (int)(sizeof BUILTIN / sizeof *BUILTIN) };
@@ -35,6 +41,31 @@ enum { N_BUILTIN = (int)(sizeof BUILTIN / sizeof *BUILTIN) };
 int poet_profile_count(void) { return N_BUILTIN; }
 
 const poet_profile *poet_profile_builtin(int i) { return i >= 0 && i < N_BUILTIN ? &BUILTIN[i] : NULL; }
+
+/* A second an op call or a unit at most: a cost of 1e300 makes every sum infinite. */
+static bool cost_ok(double v, double hi) { return v == v && v >= 0 && v <= hi; }
+
+static poet_status validate_calibration(const poet_profile *d, poet_err *err)
+{
+    for (int k = 0; k < POET_OP_COUNT; k++)
+        for (int g = 0; g < 2; g++)
+            if (d->op[k][g].measured && !(cost_ok(d->op[k][g].call_s, 1e3) && cost_ok(d->op[k][g].unit_s, 1e3)))
+                return poet_fail(err, POET_ERR_INVALID, "device '%s': op %s%s: costs %g s a call and %g s a unit must "
+                                 "be in [0, 1000]", d->name, poet_op_name((poet_op)k), g ? " (gradient)" : "",
+                                 d->op[k][g].call_s, d->op[k][g].unit_s);
+    struct {
+        const char *what;
+        double v;
+    } more[] = {{"compute_power_w", d->compute_power_w}, {"update_s_per_param", d->update_s_per_param},
+                {"step_s", d->step_s}, {"instructions_per_s", d->instructions_per_s}};
+    for (size_t i = 0; i < sizeof more / sizeof *more; i++)
+        if (!cost_ok(more[i].v, i == 3 ? 1e15 : 1e6))
+            return poet_fail(err, POET_ERR_INVALID, "device '%s': %s = %g is outside [0, %g]", d->name, more[i].what,
+                             more[i].v, i == 3 ? 1e15 : 1e6);
+    if (poet_profile_calibrated(d) && !(d->compute_power_w > 0))
+        return poet_fail(err, POET_ERR_INVALID, "device '%s': measured op costs need compute_power_w above 0", d->name);
+    return POET_OK;
+}
 
 poet_status poet_profile_validate(const poet_profile *d, poet_err *err)
 {
@@ -65,7 +96,60 @@ poet_status poet_profile_validate(const poet_profile *d, poet_err *err)
                          d->name, (unsigned long long)d->fixed_ram_bytes, (unsigned long long)d->ram_bytes);
     if (d->bytes_per_element < 1 || d->bytes_per_element > 8)
         return poet_fail(err, POET_ERR_INVALID, "device '%s': bytes_per_element must be 1 to 8", d->name);
+    return validate_calibration(d, err);
+}
+
+bool poet_profile_calibrated(const poet_profile *d)
+{
+    for (int k = 0; k < POET_OP_COUNT; k++)
+        if (d->op[k][0].measured || d->op[k][1].measured) return true;
+    return false;
+}
+
+static const char *const OP_COST_KEYS[] = {"call_s", "unit_s", "grad_call_s", "grad_unit_s", NULL};
+
+/* "ops": {"conv2d": {"call_s": .., "unit_s": .., "grad_call_s": .., "grad_unit_s": ..}, ...}: a pair given
+ * is measured, a pair left out is not. */
+static poet_status op_costs_from_cjson(const cJSON *ops, poet_profile *d, const char *what, poet_err *err)
+{
+    if (!ops) return POET_OK;
+    if (!cJSON_IsObject(ops)) return poet_fail(err, POET_ERR_INVALID, "%s: ops must be an object", what);
+    const cJSON *c;
+    cJSON_ArrayForEach(c, ops)
+    {
+        poet_op k = poet_op_from_name(c->string);
+        if (k == POET_OP_COUNT) return poet_fail(err, POET_ERR_INVALID, "%s: ops: unknown op '%s'", what, c->string);
+        poet_status st = json_only_keys(c, OP_COST_KEYS, what, err);
+        for (int g = 0; g < 2 && !st; g++) {
+            bool has = cJSON_GetObjectItemCaseSensitive(c, OP_COST_KEYS[2 * g]) ||
+                       cJSON_GetObjectItemCaseSensitive(c, OP_COST_KEYS[2 * g + 1]);
+            poet_op_cost *o = &d->op[k][g];
+            const double big = 1e300;
+            if (has && !(st = json_number(c, OP_COST_KEYS[2 * g], -big, big, true, 0, &o->call_s, what, err)))
+                st = json_number(c, OP_COST_KEYS[2 * g + 1], -big, big, true, 0, &o->unit_s, what, err);
+            o->measured = has;
+        }
+        if (st) return st;
+    }
     return POET_OK;
+}
+
+static bool op_costs_to_cjson(cJSON *o, const poet_profile *d)
+{
+    if (!poet_profile_calibrated(d)) return true;
+    cJSON *ops = cJSON_AddObjectToObject(o, "ops");
+    for (int k = 0; ops && k < POET_OP_COUNT; k++) {
+        if (!d->op[k][0].measured && !d->op[k][1].measured) continue;
+        cJSON *c = cJSON_AddObjectToObject(ops, poet_op_name((poet_op)k));
+        for (int g = 0; c && g < 2; g++)
+            if (d->op[k][g].measured && !(json_add_exact(c, OP_COST_KEYS[2 * g], d->op[k][g].call_s) &&
+                                          json_add_exact(c, OP_COST_KEYS[2 * g + 1], d->op[k][g].unit_s)))
+                return false;
+        if (!c) return false;
+    }
+    return ops && json_add_exact(o, "compute_power_w", d->compute_power_w) &&
+           json_add_exact(o, "update_s_per_param", d->update_s_per_param) && json_add_exact(o, "step_s", d->step_s) &&
+           json_add_exact(o, "instructions_per_s", d->instructions_per_s);
 }
 
 poet_status profile_from_cjson(const cJSON *obj, poet_profile *out, const char *what, poet_err *err)
@@ -73,7 +157,8 @@ poet_status profile_from_cjson(const cJSON *obj, poet_profile *out, const char *
     static const char *const keys[] = {"format", "version", "name", "description", "flops_per_s", "flops_per_j",
                                        "pagein_latency_s", "pagein_bytes_per_s", "pageout_latency_s",
                                        "pageout_bytes_per_s", "memory_power_w", "power_w", "bytes_per_element",
-                                       "ram_bytes", "flash_bytes", "fixed_ram_bytes", "image_flash_bytes", NULL};
+                                       "ram_bytes", "flash_bytes", "fixed_ram_bytes", "image_flash_bytes", "ops",
+                                       "compute_power_w", "update_s_per_param", "step_s", "instructions_per_s", NULL};
     if (!cJSON_IsObject(obj)) return poet_fail(err, POET_ERR_INVALID, "%s: expected an object", what);
     poet_profile d;
     memset(&d, 0, sizeof d);
@@ -102,6 +187,11 @@ poet_status profile_from_cjson(const cJSON *obj, poet_profile *out, const char *
     if (!st) st = json_integer(obj, "flash_bytes", 0, (int64_t)1 << 53, false, 0, &flash, what, err);
     if (!st) st = json_integer(obj, "fixed_ram_bytes", 0, (int64_t)1 << 53, false, 0, &fixed, what, err);
     if (!st) st = json_integer(obj, "image_flash_bytes", 0, (int64_t)1 << 53, false, 0, &image, what, err);
+    if (!st) st = json_number(obj, "compute_power_w", -big, big, false, 0, &d.compute_power_w, what, err);
+    if (!st) st = json_number(obj, "update_s_per_param", -big, big, false, 0, &d.update_s_per_param, what, err);
+    if (!st) st = json_number(obj, "step_s", -big, big, false, 0, &d.step_s, what, err);
+    if (!st) st = json_number(obj, "instructions_per_s", -big, big, false, 0, &d.instructions_per_s, what, err);
+    if (!st) st = op_costs_from_cjson(cJSON_GetObjectItemCaseSensitive(obj, "ops"), &d, what, err);
     if (st) return st;
     d.bytes_per_element = (int)elem;
     d.ram_bytes = (uint64_t)ram, d.flash_bytes = (uint64_t)flash, d.fixed_ram_bytes = (uint64_t)fixed;
@@ -141,12 +231,21 @@ cJSON *profile_to_cjson(const poet_profile *d)
               (!d->ram_bytes || json_add_exact(o, "ram_bytes", (double)d->ram_bytes)) &&
               (!d->flash_bytes || json_add_exact(o, "flash_bytes", (double)d->flash_bytes)) &&
               (!d->fixed_ram_bytes || json_add_exact(o, "fixed_ram_bytes", (double)d->fixed_ram_bytes)) &&
-              (!d->image_flash_bytes || json_add_exact(o, "image_flash_bytes", (double)d->image_flash_bytes));
+              (!d->image_flash_bytes || json_add_exact(o, "image_flash_bytes", (double)d->image_flash_bytes)) &&
+              op_costs_to_cjson(o, d);
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
     }
     return o;
+}
+
+char *poet_profile_to_json(const poet_profile *d)
+{
+    cJSON *o = profile_to_cjson(d);
+    char *s = o ? cJSON_Print(o) : NULL;
+    cJSON_Delete(o);
+    return s;
 }
 
 poet_status profile_from_poet_chipset(const cJSON *c, const char *name, poet_profile *out, poet_err *err)
@@ -198,6 +297,24 @@ poet_status poet_profile_find(const char *name_or_path, poet_profile *out, poet_
 
 double poet_cost_compute_time_s(const poet_profile *d, double flops) { return flops / d->flops_per_s; }
 double poet_cost_compute_j(const poet_profile *d, double flops) { return flops / d->flops_per_j; }
+
+static const poet_op_cost *measured_cost(const poet_profile *d, poet_op op, bool grad)
+{
+    return (unsigned)op < POET_OP_COUNT && d->op[op][grad].measured ? &d->op[op][grad] : NULL;
+}
+
+double poet_cost_node_s(const poet_profile *d, poet_op op, bool grad, double flops, double elements)
+{
+    const poet_op_cost *c = measured_cost(d, op, grad);
+    if (!c) return poet_cost_compute_time_s(d, flops);
+    return c->call_s + c->unit_s * (flops > 0 ? flops : elements);
+}
+
+double poet_cost_node_j(const poet_profile *d, poet_op op, bool grad, double flops, double elements)
+{
+    if (!measured_cost(d, op, grad)) return poet_cost_compute_j(d, flops);
+    return poet_cost_node_s(d, op, grad, flops, elements) * d->compute_power_w;
+}
 
 double poet_cost_pagein_s(const poet_profile *d, uint64_t bytes)
 {

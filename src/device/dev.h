@@ -24,6 +24,7 @@ struct poet_dev {
     int64_t *pending; /* node -> ticket of its page-out, or -1 */
     const uint8_t *train_mask; /* bit i: parameter i trains; NULL: all do (borrowed) */
     const float *rates;        /* per forward node, weights' then bias's learning rate; NULL: the image's (borrowed) */
+    double *node_compute_s, *node_transfer_s; /* per node, or NULL (poet_dev_set_node_timers; borrowed) */
     uint64_t step;
     float adam_c1, adam_c2; /* Adam's bias corrections for the step under way (dev_pass sets them) */
     poet_dev_stats stats;
@@ -83,6 +84,8 @@ void dev_begin_step(poet_dev *d);
 /* The optimizer step of forward node v's parameters (optimizer.c): all of
  * them at the end of a step, or one at its KI_UPDATE. */
 void dev_update_node(poet_dev *d, uint32_t v);
+/* ... its time counted in the statistics (update_s) where there is a clock. */
+void dev_update_timed(poet_dev *d, uint32_t v);
 
 /* SHA-256 of the parameter vector (poet_dev_weights_sha256's digest). */
 void dev_weights_digest(const poet_dev *d, uint8_t digest[32]);

@@ -193,6 +193,7 @@ static poet_status compute(poet_dev *d, const kbuffer *bufs, const kinstr *in, b
     if (d->clock) {
         double dt = d->clock() - t0;
         d->stats.compute_s += dt;
+        if (d->node_compute_s) d->node_compute_s[in->node] += dt;
         if (n->op == POET_OP_GRAD)
             d->stats.grad_op_s[d->nodes[n->fwd].op] += dt;
         else
@@ -219,8 +220,14 @@ static poet_status transfer(poet_dev *d, const kbuffer *bufs, const kinstr *in, 
                          (int)in->node, out ? "out" : "in");
     const kbuffer *b = &bufs[in->buffer];
     long ticket = -1;
+    double t0 = now(d);
     poet_status st = d->storage->start(d->storage->ctx, out, slot, d->arena + b->offset, (size_t)b->bytes, &ticket, err);
     if (st) return st;
+    if (d->clock) {
+        double dt = d->clock() - t0;
+        d->stats.transfer_s += dt;
+        if (d->node_transfer_s) d->node_transfer_s[in->node] += dt;
+    }
     if (out) {
         d->pending[in->node] = ticket;
         d->stats.page_outs++, d->stats.paged_out_bytes += b->bytes;
@@ -301,7 +308,7 @@ static poet_status run_instr(poet_dev *d, const kbuffer *bufs, const kinstr *in,
         d->live[in->node] = (int32_t)in->buffer;
         touch(d, &bufs[in->buffer]);
         return compute(d, bufs, in, training, err);
-    case KI_UPDATE: dev_update_node(d, in->node); return POET_OK;
+    case KI_UPDATE: dev_update_timed(d, in->node); return POET_OK;
     case KI_FREE: {
         poet_status st = POET_OK;
         if (d->pending[in->node] >= 0) st = wait_for(d, (long)d->pending[in->node], err); /* its page-out reads it */
@@ -463,6 +470,20 @@ const float *poet_dev_state(const poet_dev *d, uint64_t *count)
 }
 
 const poet_dev_stats *poet_dev_get_stats(const poet_dev *d) { return &d->stats; }
+
+void poet_dev_set_node_timers(poet_dev *d, double *compute_s, double *transfer_s)
+{
+    d->node_compute_s = compute_s, d->node_transfer_s = transfer_s;
+}
+
+uint32_t poet_dev_nodes(const poet_dev *d) { return d->h->n_nodes; }
+
+void dev_update_timed(poet_dev *d, uint32_t v)
+{
+    double t0 = now(d);
+    dev_update_node(d, v);
+    if (d->clock) d->stats.update_s += d->clock() - t0;
+}
 const void *poet_dev_arena(const poet_dev *d) { return d->arena; }
 uint64_t poet_dev_seed(const poet_dev *d) { return d->h->seed; }
 uint32_t poet_dev_graph_hash(const poet_dev *d) { return d->h->graph_hash; }

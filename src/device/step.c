@@ -6,7 +6,7 @@
 /* A fused update ran in the pass (KI_UPDATE): only the count moves on. */
 static void finish_step(poet_dev *d)
 {
-    for (uint32_t v = 0; !d->h->fused_grad_floats && v < d->h->n_forward; v++) dev_update_node(d, v);
+    for (uint32_t v = 0; !d->h->fused_grad_floats && v < d->h->n_forward; v++) dev_update_timed(d, v);
     d->step++;
     d->stats.steps++;
 }
