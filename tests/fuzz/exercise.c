@@ -98,6 +98,21 @@ image_verdict exercise_device_image(const uint8_t *data, size_t size, bool fix_c
 
 /* The device patches are checked against: mlp_digits at batch 8, keep-all,
  * SGD, seed 1 (corpus/patch.bin is a patch for it), opened once. */
+/* A profile that parsed prices a graph to finite costs (a calibration's
+ * per-op costs included). */
+static void price_with(const poet_profile *dev)
+{
+    static poet_graph g;
+    static bool built;
+    if (!built && poet_zoo_build("cnn_digits", 2, &g, NULL)) return;
+    built = true;
+    poet_instance inst;
+    if (poet_instance_from_graph(&g, dev, &inst, NULL)) return;
+    for (int v = 0; v < inst.T; v++)
+        if (!(inst.nodes[v].time_s >= 0 && inst.nodes[v].time_s < 1e300 && inst.nodes[v].compute_j >= 0)) abort();
+    poet_instance_free(&inst);
+}
+
 static poet_dev *patch_device(void)
 {
     static poet_dev *d;
@@ -199,7 +214,7 @@ void exercise_parsers(const uint8_t *data, size_t size)
         poet_instance_free(&inst);
     }
     poet_profile dev;
-    poet_profile_parse_json(text, size, &dev, NULL);
+    if (!poet_profile_parse_json(text, size, &dev, NULL)) price_with(&dev);
     poet_schedule s;
     poet_instance g;
     if (!poet_schedule_parse_json(text, size, &s, &g, NULL)) {
