@@ -11,14 +11,41 @@
 
 static double rel(double a, double b) { return fabs(a - b) / (fabs(b) > 0 ? fabs(b) : 1); }
 
-/* Made-up true costs per op kind and direction: a call's and a unit's. */
-static double true_call(poet_op op, bool grad) { return 1e-5 * (1 + (int)op % 5) * (grad ? 2 : 1); }
-static double true_unit(poet_op op, bool grad) { return 1e-8 * (1 + (int)op % 3) * (grad ? 1.5 : 1); }
-
 static double units(const poet_graph *g, int v)
 {
     const poet_node *n = &g->nodes[v];
     return n->flops > 0 ? (double)n->flops : (double)n->bytes / (double)g->elem_bytes;
+}
+
+/* Made-up true costs per cost kind and direction: a call's and a unit's. */
+static double true_call(int kind, bool grad) { return 1e-5 * (1 + kind % 5) * (grad ? 2 : 1); }
+static double true_unit(int kind, bool grad) { return 1e-8 * (1 + kind % 3) * (grad ? 1.5 : 1); }
+
+/* One step's measurements, per node: computations' seconds and count, transfers' seconds and count. */
+typedef struct measures {
+    double *cs, *ts;
+    int *cn, *tn;
+} measures;
+
+static measures measures_new(int T)
+{
+    measures m = {calloc((size_t)T, sizeof(double)), calloc((size_t)T, sizeof(double)), calloc((size_t)T, sizeof(int)),
+                  calloc((size_t)T, sizeof(int))};
+    CHECK(m.cs && m.ts && m.cn && m.tn);
+    return m;
+}
+
+static void measures_free(measures *m) { free(m->cs), free(m->ts), free(m->cn), free(m->tn); }
+
+/* Each node measured at its kind's true costs, computed cn[v] times. */
+static void measure_true_costs(const poet_graph *g, measures *m)
+{
+    for (int v = 0; v < g->n_nodes; v++) {
+        const poet_node *n = &g->nodes[v];
+        bool grad = n->op == POET_OP_GRAD;
+        int kind = poet_cost_kind(g, n);
+        m->cs[v] = m->cn[v] * (true_call(kind, grad) + true_unit(kind, grad) * units(g, v));
+    }
 }
 
 static void test_fit_recovers_costs(void)
@@ -29,18 +56,16 @@ static void test_fit_recovers_costs(void)
     CHECK(poet_zoo_build("resnet_small", 2, &g, &err) == POET_OK);
     CHECK(poet_profile_find("stm32f405", &base, &err) == POET_OK);
     int T = g.n_nodes;
-    double *cs = calloc((size_t)T, sizeof *cs), *ts = calloc((size_t)T, sizeof *ts);
-    int *cn = calloc((size_t)T, sizeof *cn), *tn = calloc((size_t)T, sizeof *tn);
+    measures ms = measures_new(T);
+    double *cs = ms.cs;
+    int *cn = ms.cn;
     for (int v = 0; v < T; v++) {
-        const poet_node *n = &g.nodes[v];
-        bool grad = n->op == POET_OP_GRAD;
-        poet_op op = grad ? g.nodes[n->fwd].op : n->op;
         cn[v] = 1 + v % 2; /* some recomputed */
-        cs[v] = cn[v] * (true_call(op, grad) + true_unit(op, grad) * units(&g, v));
-        tn[v] = v % 3 == 0 ? 2 : 0;
-        ts[v] = tn[v] * (3e-6 + (double)n->bytes / 2e7);
+        ms.tn[v] = v % 3 == 0 ? 2 : 0;
+        ms.ts[v] = ms.tn[v] * (3e-6 + (double)g.nodes[v].bytes / 2e7);
     }
-    poet_measured_step m = {&g, cs, cn, ts, tn, 0.004, 0.001, poet_graph_trained_count(&g)};
+    measure_true_costs(&g, &ms);
+    poet_measured_step m = {&g, cs, cn, ms.ts, ms.tn, 0.004, 0.001, poet_graph_trained_count(&g)};
     poet_profile cal;
     CHECK(poet_profile_calibrate(&base, &m, 1, 168e6, &cal, &err) == POET_OK);
     CHECK(strcmp(cal.name, "stm32f405-calibrated") == 0);
@@ -67,7 +92,7 @@ static void test_fit_recovers_costs(void)
     CHECK(strcmp(again.name, "stm32f405-calibrated") == 0);
     CHECK(again.op[POET_OP_CONV2D][1].measured && again.op[POET_OP_CONV2D][1].unit_s == cal.op[POET_OP_CONV2D][1].unit_s);
     poet_instance_free(&inst);
-    free(cs), free(ts), free(cn), free(tn);
+    measures_free(&ms);
     poet_graph_free(&g);
 }
 
@@ -80,12 +105,12 @@ static void test_fit_constraints(void)
     CHECK(poet_zoo_build("cnn_digits", 4, &g, &err) == POET_OK);
     CHECK(poet_profile_find("stm32f405", &base, &err) == POET_OK);
     int T = g.n_nodes;
-    double *cs = calloc((size_t)T, sizeof *cs), *ts = calloc((size_t)T, sizeof *ts);
-    int *cn = calloc((size_t)T, sizeof *cn), *tn = calloc((size_t)T, sizeof *tn);
-    for (int v = 0; v < T; v++) cn[v] = 1, cs[v] = fmax(0, 1e-8 * units(&g, v) - 1e-4);
-    poet_measured_step m = {&g, cs, cn, ts, tn, 0, -1, 0};
+    measures ms = measures_new(T);
+    double *cs = ms.cs;
+    for (int v = 0; v < T; v++) ms.cn[v] = 1, cs[v] = fmax(0, 1e-8 * units(&g, v) - 1e-4);
+    poet_measured_step m = {&g, cs, ms.cn, ms.ts, ms.tn, 0, -1, 0};
     CHECK(poet_profile_calibrate(&base, &m, 1, 168e6, &cal, &err) == POET_OK);
-    for (int k = 0; k < POET_OP_COUNT; k++)
+    for (int k = 0; k < POET_COST_KINDS; k++)
         for (int d = 0; d < 2; d++) CHECK(cal.op[k][d].call_s >= 0 && cal.op[k][d].unit_s >= 0);
     CHECK(cal.step_s == 0 && cal.pagein_latency_s == base.pagein_latency_s); /* nothing paged: base's paging */
     cs[0] = -1;
@@ -94,7 +119,57 @@ static void test_fit_constraints(void)
     cs[0] = NAN;
     CHECK(poet_profile_calibrate(&base, &m, 1, 168e6, &cal, &err) == POET_ERR_INVALID);
     CHECK(poet_profile_calibrate(&base, &m, 0, 168e6, &cal, &err) == POET_ERR_INVALID);
-    free(cs), free(ts), free(cn), free(tn);
+    measures_free(&ms);
+    poet_graph_free(&g);
+}
+
+static int add(poet_graph *g, poet_op op, int x, poet_attrs a) { return poet_graph_add(g, op, &x, x < 0 ? 0 : 1, &a, NULL); }
+
+/* Depthwise convolutions are fit apart from dense ones (conv2d_grouped),
+ * priced by their own line, and the kind survives JSON. */
+static void test_grouped_convolutions(void)
+{
+    poet_graph g;
+    poet_profile base, cal, back;
+    poet_err err = {0};
+    CHECK(poet_graph_init(&g, "depthwise", 2, &err) == POET_OK);
+    poet_attrs none = {0};
+    int x = add(&g, POET_OP_INPUT, -1, (poet_attrs){.ndim = 4, .dim = {2, 2, 8, 8}});
+    x = add(&g, POET_OP_CONV2D, x, (poet_attrs){.features = 4, .kernel = 3, .stride = 1, .pad = 1});
+    x = add(&g, POET_OP_CONV2D, x, (poet_attrs){.features = 4, .kernel = 3, .stride = 1, .pad = 1, .groups = 4});
+    x = add(&g, POET_OP_CONV2D, x, (poet_attrs){.features = 8, .kernel = 1, .stride = 1});
+    x = add(&g, POET_OP_CONV2D, x, (poet_attrs){.features = 8, .kernel = 3, .stride = 2, .pad = 1, .groups = 8});
+    x = add(&g, POET_OP_FLATTEN, x, none);
+    x = add(&g, POET_OP_LINEAR, x, (poet_attrs){.features = 3});
+    CHECK(poet_graph_autodiff(&g, add(&g, POET_OP_SOFTMAX_CE, x, none), &err) == POET_OK);
+    CHECK(poet_cost_kind(&g, &g.nodes[1]) == POET_OP_CONV2D && poet_cost_kind(&g, &g.nodes[2]) == POET_COST_GROUPED_CONV2D);
+    CHECK(poet_profile_find("stm32f405", &base, &err) == POET_OK);
+    measures ms = measures_new(g.n_nodes);
+    for (int v = 0; v < g.n_nodes; v++) ms.cn[v] = 1;
+    measure_true_costs(&g, &ms);
+    poet_measured_step m = {&g, ms.cs, ms.cn, ms.ts, ms.tn, 0, 0, poet_graph_trained_count(&g)};
+    CHECK(poet_profile_calibrate(&base, &m, 1, 168e6, &cal, &err) == POET_OK);
+    for (int grad = 0; grad < 2; grad++) {
+        const poet_op_cost *dense = &cal.op[POET_OP_CONV2D][grad], *grouped = &cal.op[POET_COST_GROUPED_CONV2D][grad];
+        CHECK(dense->measured && grouped->measured);
+        CHECK(rel(grouped->unit_s, true_unit(POET_COST_GROUPED_CONV2D, grad)) < 1e-6);
+        CHECK(rel(dense->unit_s, true_unit(POET_OP_CONV2D, grad)) < 1e-6);
+    }
+    poet_instance inst;
+    CHECK(poet_instance_from_graph(&g, &cal, &inst, &err) == POET_OK);
+    for (int v = 0; v < g.n_nodes; v++) { /* two shapes of each convolution kind: their lines are exact */
+        int kind = poet_cost_kind(&g, &g.nodes[v]);
+        if (kind == POET_OP_CONV2D || kind == POET_COST_GROUPED_CONV2D) CHECK(rel(inst.nodes[v].time_s, ms.cs[v]) < 1e-6);
+    }
+    char *s = poet_profile_to_json(&cal);
+    CHECK(s && strstr(s, "\"conv2d_grouped\"") != NULL);
+    CHECK(poet_profile_parse_json(s, strlen(s), &back, &err) == POET_OK);
+    CHECK(memcmp(back.op, cal.op, sizeof cal.op) == 0);
+    CHECK(poet_cost_kind_from_name("conv2d_grouped") == POET_COST_GROUPED_CONV2D &&
+          poet_cost_kind_from_name("conv2d") == POET_OP_CONV2D && poet_cost_kind_from_name("warp") == -1);
+    free(s);
+    poet_instance_free(&inst);
+    measures_free(&ms);
     poet_graph_free(&g);
 }
 
@@ -142,6 +217,7 @@ int main(void)
 {
     test_fit_recovers_costs();
     test_fit_constraints();
+    test_grouped_convolutions();
     test_json();
     return check_report();
 }

@@ -63,8 +63,11 @@ void add_op_instructions_json(cJSON *o, const session *s, const board_times *t)
     const poet_profile *d = &s->inst.device;
     double ips = d->instructions_per_s > 0 ? d->instructions_per_s : BOARD_INSTRUCTIONS_PER_S;
     cJSON *ops = cJSON_AddObjectToObject(o, "op_instructions");
-    for (int v = 0; ops && v < t->T; v++) {
-        const char *label = s->inst.nodes[v].op;
+    for (int v = 0; ops && v < t->T; v++) { /* by cost kind, as the profile prices them */
+        const poet_node *n = &s->g->nodes[v];
+        char label[48];
+        snprintf(label, sizeof label, "%s%s", poet_cost_kind_name(poet_cost_kind(s->g, n)),
+                 n->op == POET_OP_GRAD ? "_grad" : "");
         cJSON *e = cJSON_GetObjectItemCaseSensitive(ops, label);
         if (!e && (e = cJSON_AddObjectToObject(ops, label))) {
             cJSON_AddNumberToObject(e, "measured", 0);

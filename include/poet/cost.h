@@ -17,6 +17,17 @@ extern "C" {
 #define POET_MAX_EDGES 1000000 /* POET_MAX_NODES nodes of up to POET_MAX_INPUTS inputs each, and room */
 #define POET_MAX_ITERATION_COST 1e15 /* seconds, or joules, of one training iteration: all nodes together */
 
+/* What a calibration measures apart: every op kind, and the convolutions
+ * whose groups split their channels (depthwise ones), whose few
+ * multiply-adds per output cost unlike a dense convolution's. */
+enum { POET_COST_GROUPED_CONV2D = POET_OP_COUNT, POET_COST_KINDS };
+/* The kind that prices node n of g (a gradient under its forward node's). */
+int poet_cost_kind(const poet_graph *g, const poet_node *n);
+/* Its name in a profile's "ops" (an op's name, or "conv2d_grouped"), and
+ * back: -1 for a name that is none. */
+const char *poet_cost_kind_name(int kind);
+int poet_cost_kind_from_name(const char *name);
+
 /* A cost measured on the device (a calibration, docs/devices.md): seconds
  * a call, and seconds per FLOP, or per output element for an op that
  * counts no FLOPs. */
@@ -46,9 +57,9 @@ typedef struct poet_profile {
     uint64_t image_flash_bytes; /* flash the device image lies in, read in place (with the frozen parameters
                                    homed there); 0: not stated */
     /* A calibration's (poet emulate --calibrate): where op[kind][0] (forward) or op[kind][1] (the gradient of
-       a node of that kind) is measured, a node costs call_s + unit_s x its FLOPs (or elements) and energy
+       a node of that kind, poet_cost_kind) is measured, a node costs call_s + unit_s x its FLOPs (or elements) and energy
        is that time x compute_power_w; elsewhere POET's FLOP model above */
-    poet_op_cost op[POET_OP_COUNT][2];
+    poet_op_cost op[POET_COST_KINDS][2];
     double compute_power_w;
     double update_s_per_param; /* the optimizer step, per trained parameter */
     double step_s;             /* a step's cost that no node, transfer or update accounts for */
@@ -58,11 +69,12 @@ typedef struct poet_profile {
 
 /* Whether a calibration measured any op of the profile. */
 bool poet_profile_calibrated(const poet_profile *d);
-/* Seconds and joules of a node of op kind `op` (its gradient where grad)
- * with these FLOPs and output elements: the calibrated cost where the
- * profile measured the op, else POET's FLOP model. */
-double poet_cost_node_s(const poet_profile *d, poet_op op, bool grad, double flops, double elements);
-double poet_cost_node_j(const poet_profile *d, poet_op op, bool grad, double flops, double elements);
+/* Seconds and joules of a node of cost kind `kind` (poet_cost_kind; its
+ * gradient where grad) with these FLOPs and output elements: the
+ * calibrated cost where the profile measured the kind, else POET's FLOP
+ * model. */
+double poet_cost_node_s(const poet_profile *d, int kind, bool grad, double flops, double elements);
+double poet_cost_node_j(const poet_profile *d, int kind, bool grad, double flops, double elements);
 
 int poet_profile_count(void);
 const poet_profile *poet_profile_builtin(int i);
@@ -99,7 +111,7 @@ typedef struct poet_measured_step {
 } poet_measured_step;
 
 /* A profile from base with per-op costs fit to the measurements of n
- * steps: for each op kind and direction, call_s and unit_s by least
+ * steps: for each cost kind and direction, call_s and unit_s by least
  * squares (both at least 0) over the nodes of that kind, one point a node
  * (its seconds a computation against its FLOPs, or elements where it
  * counts none); paging, where anything was paged, from a fit of seconds a

@@ -58,7 +58,7 @@ poet_status poet_profile_calibrate(const poet_profile *base, const poet_measured
     poet_status st = poet_profile_validate(base, err);
     if (st) return st;
     if (n < 1) return poet_fail(err, POET_ERR_INVALID, "calibration: no measured step");
-    line_fit ops[POET_OP_COUNT][2];
+    line_fit ops[POET_COST_KINDS][2];
     memset(ops, 0, sizeof ops);
     line_fit paging = {0};
     double update_s = 0, other_s = 0, trained = 0;
@@ -69,19 +69,19 @@ poet_status poet_profile_calibrate(const poet_profile *base, const poet_measured
         for (int v = 0; v < g->n_nodes; v++) {
             const poet_node *nd = &g->nodes[v];
             bool grad = nd->op == POET_OP_GRAD;
-            poet_op op = grad ? g->nodes[nd->fwd].op : nd->op;
-            if (s->computes[v]) fit_add(&ops[op][grad], unit_of(nd, g->elem_bytes), s->compute_s[v] / s->computes[v]);
+            int kind = poet_cost_kind(g, nd);
+            if (s->computes[v]) fit_add(&ops[kind][grad], unit_of(nd, g->elem_bytes), s->compute_s[v] / s->computes[v]);
             if (s->transfers[v]) fit_add(&paging, (double)nd->bytes, s->transfer_s[v] / s->transfers[v]);
         }
         update_s += s->update_s, other_s += s->other_s, trained += (double)s->trained_params;
     }
     poet_profile p = *base;
-    for (int op = 0; op < POET_OP_COUNT; op++)
+    for (int kind = 0; kind < POET_COST_KINDS; kind++)
         for (int grad = 0; grad < 2; grad++) {
-            poet_op_cost *c = &p.op[op][grad];
-            if (!ops[op][grad].n) continue; /* base's: POET's FLOP model, or an earlier calibration's */
+            poet_op_cost *c = &p.op[kind][grad];
+            if (!ops[kind][grad].n) continue; /* base's: POET's FLOP model, or an earlier calibration's */
             c->measured = true;
-            fit_solve(&ops[op][grad], &c->call_s, &c->unit_s);
+            fit_solve(&ops[kind][grad], &c->call_s, &c->unit_s);
         }
     if (paging.n > 0) {
         double lat, per_byte;

@@ -22,10 +22,10 @@ void poet_instance_free(poet_instance *inst)
 static void price_node(poet_cnode *c, const poet_profile *d, const poet_graph *g, const poet_node *n)
 {
     bool grad = n->op == POET_OP_GRAD;
-    poet_op op = grad ? g->nodes[n->fwd].op : n->op;
+    int kind = poet_cost_kind(g, n);
     double elements = (double)c->bytes / (double)d->bytes_per_element;
-    c->time_s = poet_cost_node_s(d, op, grad, c->flops, elements);
-    c->compute_j = poet_cost_node_j(d, op, grad, c->flops, elements);
+    c->time_s = poet_cost_node_s(d, kind, grad, c->flops, elements);
+    c->compute_j = poet_cost_node_j(d, kind, grad, c->flops, elements);
     c->pagein_j = poet_cost_pagein_j(d, c->bytes);
     c->pageout_j = poet_cost_pageout_j(d, c->bytes);
     c->pagein_s = poet_cost_pagein_s(d, c->bytes);

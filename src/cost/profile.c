@@ -45,13 +45,31 @@ const poet_profile *poet_profile_builtin(int i) { return i >= 0 && i < N_BUILTIN
 /* A second an op call or a unit at most: a cost of 1e300 makes every sum infinite. */
 static bool cost_ok(double v, double hi) { return v == v && v >= 0 && v <= hi; }
 
+int poet_cost_kind(const poet_graph *g, const poet_node *n)
+{
+    const poet_node *f = n->op == POET_OP_GRAD ? &g->nodes[n->fwd] : n;
+    return f->op == POET_OP_CONV2D && f->attrs.groups > 1 ? POET_COST_GROUPED_CONV2D : (int)f->op;
+}
+
+const char *poet_cost_kind_name(int kind)
+{
+    return kind == POET_COST_GROUPED_CONV2D ? "conv2d_grouped" : poet_op_name((poet_op)kind);
+}
+
+int poet_cost_kind_from_name(const char *name)
+{
+    if (strcmp(name, poet_cost_kind_name(POET_COST_GROUPED_CONV2D)) == 0) return POET_COST_GROUPED_CONV2D;
+    poet_op op = poet_op_from_name(name);
+    return op == POET_OP_COUNT ? -1 : (int)op;
+}
+
 static poet_status validate_calibration(const poet_profile *d, poet_err *err)
 {
-    for (int k = 0; k < POET_OP_COUNT; k++)
+    for (int k = 0; k < POET_COST_KINDS; k++)
         for (int g = 0; g < 2; g++)
             if (d->op[k][g].measured && !(cost_ok(d->op[k][g].call_s, 1e3) && cost_ok(d->op[k][g].unit_s, 1e3)))
                 return poet_fail(err, POET_ERR_INVALID, "device '%s': op %s%s: costs %g s a call and %g s a unit must "
-                                 "be in [0, 1000]", d->name, poet_op_name((poet_op)k), g ? " (gradient)" : "",
+                                 "be in [0, 1000]", d->name, poet_cost_kind_name(k), g ? " (gradient)" : "",
                                  d->op[k][g].call_s, d->op[k][g].unit_s);
     struct {
         const char *what;
@@ -101,7 +119,7 @@ poet_status poet_profile_validate(const poet_profile *d, poet_err *err)
 
 bool poet_profile_calibrated(const poet_profile *d)
 {
-    for (int k = 0; k < POET_OP_COUNT; k++)
+    for (int k = 0; k < POET_COST_KINDS; k++)
         if (d->op[k][0].measured || d->op[k][1].measured) return true;
     return false;
 }
@@ -117,8 +135,8 @@ static poet_status op_costs_from_cjson(const cJSON *ops, poet_profile *d, const 
     const cJSON *c;
     cJSON_ArrayForEach(c, ops)
     {
-        poet_op k = poet_op_from_name(c->string);
-        if (k == POET_OP_COUNT) return poet_fail(err, POET_ERR_INVALID, "%s: ops: unknown op '%s'", what, c->string);
+        int k = poet_cost_kind_from_name(c->string);
+        if (k < 0) return poet_fail(err, POET_ERR_INVALID, "%s: ops: unknown op '%s'", what, c->string);
         poet_status st = json_only_keys(c, OP_COST_KEYS, what, err);
         for (int g = 0; g < 2 && !st; g++) {
             bool has = cJSON_GetObjectItemCaseSensitive(c, OP_COST_KEYS[2 * g]) ||
@@ -138,9 +156,9 @@ static bool op_costs_to_cjson(cJSON *o, const poet_profile *d)
 {
     if (!poet_profile_calibrated(d)) return true;
     cJSON *ops = cJSON_AddObjectToObject(o, "ops");
-    for (int k = 0; ops && k < POET_OP_COUNT; k++) {
+    for (int k = 0; ops && k < POET_COST_KINDS; k++) {
         if (!d->op[k][0].measured && !d->op[k][1].measured) continue;
-        cJSON *c = cJSON_AddObjectToObject(ops, poet_op_name((poet_op)k));
+        cJSON *c = cJSON_AddObjectToObject(ops, poet_cost_kind_name(k));
         for (int g = 0; c && g < 2; g++)
             if (d->op[k][g].measured && !(json_add_exact(c, OP_COST_KEYS[2 * g], d->op[k][g].call_s) &&
                                           json_add_exact(c, OP_COST_KEYS[2 * g + 1], d->op[k][g].unit_s)))
@@ -298,22 +316,22 @@ poet_status poet_profile_find(const char *name_or_path, poet_profile *out, poet_
 double poet_cost_compute_time_s(const poet_profile *d, double flops) { return flops / d->flops_per_s; }
 double poet_cost_compute_j(const poet_profile *d, double flops) { return flops / d->flops_per_j; }
 
-static const poet_op_cost *measured_cost(const poet_profile *d, poet_op op, bool grad)
+static const poet_op_cost *measured_cost(const poet_profile *d, int kind, bool grad)
 {
-    return (unsigned)op < POET_OP_COUNT && d->op[op][grad].measured ? &d->op[op][grad] : NULL;
+    return (unsigned)kind < POET_COST_KINDS && d->op[kind][grad].measured ? &d->op[kind][grad] : NULL;
 }
 
-double poet_cost_node_s(const poet_profile *d, poet_op op, bool grad, double flops, double elements)
+double poet_cost_node_s(const poet_profile *d, int kind, bool grad, double flops, double elements)
 {
-    const poet_op_cost *c = measured_cost(d, op, grad);
+    const poet_op_cost *c = measured_cost(d, kind, grad);
     if (!c) return poet_cost_compute_time_s(d, flops);
     return c->call_s + c->unit_s * (flops > 0 ? flops : elements);
 }
 
-double poet_cost_node_j(const poet_profile *d, poet_op op, bool grad, double flops, double elements)
+double poet_cost_node_j(const poet_profile *d, int kind, bool grad, double flops, double elements)
 {
-    if (!measured_cost(d, op, grad)) return poet_cost_compute_j(d, flops);
-    return poet_cost_node_s(d, op, grad, flops, elements) * d->compute_power_w;
+    if (!measured_cost(d, kind, grad)) return poet_cost_compute_j(d, flops);
+    return poet_cost_node_s(d, kind, grad, flops, elements) * d->compute_power_w;
 }
 
 double poet_cost_pagein_s(const poet_profile *d, uint64_t bytes)
