@@ -413,6 +413,14 @@ print("ok" if ok else "no", "step %+.2f%%, worst op %s %+.1f%%, %d recomputation
 ' "$tmp/calp.json" 2>&1)
 check "the calibrated profile predicts another schedule within 5% (each op kind within 10%)" \
     "$([ "${verdict%% *}" = ok ] && echo 0 || echo 1)" "$verdict"
+# a paging schedule fills the arena that --budget ram leaves (the MobileNet-style CNN's, at batch 4): the
+# per-node timers have their room beside it, and the board's RAM, timers included, is the plan's
+"$poet" emulate --onnx "$(dirname "$0")/data/onnx/digits_mobilenet.onnx" --data digits --batch 4 --steps 2 --no-host \
+    --test-examples 0 --quiet --time-limit 3 --budget ram --planner paging --runtime-factor 3 --calibrate "$tmp/board2.json" --json >"$tmp/cal2.json" 2>"$tmp/cal2.err"
+check "a second calibration under a paging schedule at --budget ram runs, its RAM as planned" \
+    "$([ -s "$tmp/cal2.json" ] && [ "$(field "$tmp/cal2.json" ram_total_bytes)" = "$(field "$tmp/cal2.json" predicted_ram_total_bytes)" ] &&
+        [ "$(field "$tmp/cal2.json" paged_bytes)" -gt 0 ] && grep -q '"pagein_latency_s"' "$tmp/board2.json" && echo 0 || echo 1)" \
+    "$(head -c 300 "$tmp/cal2.err")"
 "$poet" emulate "${cal[@]}" --budget ram --profile --json >"$tmp/flop.json" 2>/dev/null
 off=$(/usr/bin/python3 -c 'import json, sys; o = json.load(open(sys.argv[1])); print(int(abs(o["predicted_instructions_per_step"] / o["instructions_per_step"] - 1) > 0.5))' "$tmp/flop.json" 2>/dev/null)
 check "the FLOP profile's prediction is off by more than half" "$([ "$off" = 1 ] && echo 0 || echo 1)"

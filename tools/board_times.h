@@ -9,6 +9,8 @@
 /* The emulated STM32F405's clock: QEMU counts instructions, not cycles, so
  * a calibration takes one instruction a cycle (docs/devices.md). */
 #define BOARD_INSTRUCTIONS_PER_S 168e6
+/* RAM the firmware's per-node timers take (--profile): a compute and a transfer time, as doubles. */
+#define BOARD_TIMER_BYTES_PER_NODE (2 * sizeof(double))
 
 /* Per step: seconds at BOARD_INSTRUCTIONS_PER_S, and the schedule's counts. */
 typedef struct board_times {
@@ -25,7 +27,7 @@ int board_times_read(const char *path, const session *s, long steps, double step
                      board_times *out);
 void board_times_free(board_times *t);
 
-/* "op_instructions": per op (gradients as OP_grad), the instructions a step
+/* "op_instructions": per cost kind (poet_cost_kind; gradients as KIND_grad), the instructions a step
  * the board measured and those the session's profile predicts; and
  * "predicted_instructions_per_step". */
 void add_op_instructions_json(cJSON *o, const session *s, const board_times *t);

@@ -161,7 +161,13 @@ static int check_fit(const emulation *em)
 {
     const board_map *m = &em->map;
     uint64_t pool = m->pool_end - m->pool_start, need = em->need.total_bytes + (em->sd ? 0 : em->need.storage_bytes);
-    uint64_t fixed = board_fixed_bytes(m);
+    uint64_t fixed = board_fixed_bytes(m), timers = em->v.node_ram_bytes * (uint64_t)em->s.g->n_nodes;
+    if (need <= pool && timers > pool - need) {
+        fprintf(stderr, "poet emulate: --profile's per-node timers (%llu bytes) do not fit beside training's %llu bytes "
+                "in the board's %llu free (try --budget ram, a smaller --budget or --batch)\n",
+                (unsigned long long)timers, (unsigned long long)need, (unsigned long long)pool);
+        return 1;
+    }
     if (need > pool) {
         fprintf(stderr,
                 "poet emulate: training needs %llu bytes of RAM on the board (arena %llu, persistent %llu, workspace "
@@ -314,6 +320,7 @@ static int run_qemu(emulation *em, const emulate_args *a)
     em->exit_code = status;
     if (status == -1) fprintf(stderr, "poet emulate: QEMU did not finish within %ld s\n", em->timeout_s);
     else if (status == 127) fprintf(stderr, "poet emulate: cannot run %s (install qemu-system-arm)\n", argv[0]);
+    else if (!em->device) fprintf(stderr, "poet emulate: the board exited (%d) without a report it could read\n", status);
     return em->device ? 0 : 1;
 }
 
@@ -480,8 +487,9 @@ static int report(emulation *em, const emulate_args *a)
     float loss;
     memcpy(&loss, &bits, sizeof loss);
     double ipk = num(dv, "instructions_per_kilotick"), ips = steps ? num(dv, "step_ticks") * ipk / 1000.0 / steps : 0;
-    /* what the board commits: static data, the stack it reserves, the block poet carves */
-    uint64_t ram = (uint64_t)(num(dv, "ram_static_bytes") + num(dv, "stack_bytes") + num(dv, "memory_bytes")) +
+    /* what the board commits: static data, the stack it reserves, the block poet carves, --profile's timers */
+    uint64_t ram = (uint64_t)(num(dv, "ram_static_bytes") + num(dv, "stack_bytes") + num(dv, "memory_bytes") +
+                              num(dv, "timer_bytes")) +
                    (em->sd ? 0 : em->need.storage_bytes);
     uint64_t predicted = ram_total(&em->s.ram, em->s.sim.placed_peak_bytes) + (em->sd ? 0 : em->need.storage_bytes);
     bool same = !a->no_host && strcmp(sha, host) == 0 && strcmp(sha, keep) == 0;
@@ -666,6 +674,7 @@ int cmd_emulate(int argc, char **argv)
     memset(&em, 0, sizeof em);
     if ((rc = check_emulate_args(&a, &em))) return rc;
     if (!(rc = load_board(&em, a.firmware)) && (em.v.fixed_ram_bytes = board_fixed_bytes(&em.map), true) &&
+        (em.v.node_ram_bytes = a.profile ? BOARD_TIMER_BYTES_PER_NODE : 0, true) &&
         !(rc = session_plan("emulate", &em.s, &a.t, &em.v)) &&
         !(rc = adaptation_load(&a, (uint32_t)em.s.g->n_forward, &em.ad)) &&
         !(rc = export_image(&em.s, &em.v, &em.img, &em.img_len, &em.need)) && !(rc = check_fit(&em))) {

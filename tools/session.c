@@ -11,8 +11,9 @@
 
 int train_opts_check(const char *cmd, const train_opts *t, train_values *v)
 {
-    *v = (train_values){0, 1, 1.5, 0, poet_optimizer_default(POET_OPT_SGD), NULL, NULL, DEVICE_CHUNK, UINT64_MAX, true, POET_FROZEN_IN_FLASH,
-                         t->fused_update};
+    *v = (train_values){.seed = 1, .rho = 1.5, .opt = poet_optimizer_default(POET_OPT_SGD), .chunk = DEVICE_CHUNK,
+                        .fixed_ram_bytes = UINT64_MAX, .counts_paging = true, .frozen = POET_FROZEN_IN_FLASH,
+                        .fused_update = t->fused_update};
     if (!t->model == !t->onnx) return usage_error(cmd, "give exactly one of --model and --onnx", NULL);
     if (!t->device) return usage_error(cmd, "--device is required", NULL);
     if (!t->budget == !t->schedule) return usage_error(cmd, "give --budget, or --schedule FILE from poet plan --out", NULL);
@@ -144,7 +145,7 @@ static int plan_now(const char *cmd, session *s, const train_opts *t, const trai
                 s->plan.note[0] ? ": " : "", s->plan.note);
         if (s->p.budget_bytes < s->p.min_budget_bytes) {
             fix_question q = {t->model, t->onnx, t->train, s->g->batch, &s->inst.device, s->p.budget_bytes,
-                              ram, layout_of_values(v), v->fixed_ram_bytes};
+                              ram, layout_of_values(v), s->ram.fixed_bytes};
             if (q.whole_ram) explain_ram(&s->inst.device, &s->ram, s->p.budget_bytes, s->p.min_budget_bytes);
             suggest_fix(&q);
         }
@@ -163,7 +164,9 @@ int session_plan(const char *cmd, session *s, const train_opts *t, const train_v
     if (rc) return rc;
     if (poet_instance_from_graph(s->g, &dev, &s->inst, &err)) return lib_error(&err);
     device_layout layout = layout_of_values(v);
-    if ((rc = ram_use_of(s->g, &s->inst, &layout, v->fixed_ram_bytes, &s->ram))) return rc;
+    uint64_t fixed = v->fixed_ram_bytes;
+    if (fixed != UINT64_MAX) fixed += v->node_ram_bytes * (uint64_t)s->g->n_nodes;
+    if ((rc = ram_use_of(s->g, &s->inst, &layout, fixed, &s->ram))) return rc;
     const char *what = t->model ? t->model : t->onnx;
     rc = t->schedule ? use_schedule(s, t->schedule, what) : plan_now(cmd, s, t, v, what);
     if (rc) return rc;

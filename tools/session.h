@@ -46,6 +46,7 @@ typedef struct train_values {
     const char *planner, *data;
     uint32_t chunk;           /* the device's im2col chunk (--chunk; DEVICE_CHUNK) */
     uint64_t fixed_ram_bytes; /* the firmware's RAM; UINT64_MAX: the profile's */
+    uint64_t node_ram_bytes;  /* what the firmware keeps beside it per graph node (emulate --profile's timers) */
     bool counts_paging;       /* --runtime-model serial */
     poet_frozen_home frozen;  /* --frozen */
     bool fused_update;        /* --fused-update */

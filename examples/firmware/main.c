@@ -59,7 +59,7 @@ static char cmdline[512];
 
 /* ---- a little text output without stdio ---- */
 
-static char line[768];
+static char line[2048]; /* the report's one line, with room: a longer one would be cut, and unreadable */
 static size_t used;
 
 static void put_str(const char *s)
@@ -257,6 +257,7 @@ static void report(const run *r, const args *a)
     put_field("workspace_bytes", r->need.workspace_bytes);
     put_field("control_bytes", r->need.control_bytes);
     put_field("memory_bytes", r->need.total_bytes);
+    put_field("timer_bytes", r->node_ticks ? 2 * (uint64_t)poet_dev_nodes(r->d) * sizeof(double) : 0);
     put_field("flash_params_bytes", r->need.flash_bytes);
     /* the parameters read in place are never written: the image's CRC-32 still holds after training */
     put_field("image_intact", poet_dev_inspect(__image_start, (size_t)poet_dev_image_length(__image_start), &(poet_dev_memory){0},
