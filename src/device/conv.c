@@ -1,5 +1,6 @@
-/* The device library's kernels: convolution: im2col over chunks of output positions, per group; and the workspace it needs (kernel_ops.h: the
- * order of operations). */
+/* The device library's kernels: convolution: im2col over chunks of output
+ * positions, per group, or directly for a grouped (depthwise) one; and the
+ * workspace it needs (kernel_ops.h: the order of operations). */
 #include "kernel_ops.h"
 
 /* ---- convolution: im2col over chunks of output positions, per group ---- */
@@ -92,11 +93,136 @@ static void scatter_patches(const float *rows, conv_dims d, idx p0, idx np, floa
     }
 }
 
+/* ---- grouped convolutions: direct loops ----
+ * A group's few filters leave im2col's product no register tile to fill
+ * (a depthwise layer's group has one filter and nine terms a sum, so the
+ * product ran its scalar edge loop, with an im2col per group: about 100
+ * instructions a multiply-add on the M4). Each sum is taken directly in
+ * the order the product over the patches takes it: the bias or +0, then
+ * (channel, kh, kw) ascending, a tap outside the image adding w x 0; the
+ * same bits. */
+
+static bool conv_grouped(conv_dims d) { return d.G > 1; }
+
+/* Input (ih, iw) of channel plane xc, or 0 outside the image. */
+static inline float tap(const float *xc, conv_dims d, idx ih, idx iw)
+{
+    return ih >= 0 && ih < d.H && iw >= 0 && iw < d.W ? xc[ih * d.W + iw] : 0.0f;
+}
+
+/* The sum of output (oh, ow) of the filter wf over the group's channels xg, from init. */
+static float window_sum(const float *xg, const float *wf, conv_dims d, idx oh, idx ow, float init)
+{
+    float s = init;
+    for (idx c = 0; c < d.CG; c++)
+        for (idx kh = 0; kh < d.KH; kh++)
+            for (idx kw = 0; kw < d.KW; kw++)
+                s += *wf++ * tap(xg + c * d.H * d.W, d, oh * d.SH - d.PT + kh * d.DH, ow * d.SW - d.PL + kw * d.DW);
+    return s;
+}
+
+/* Four outputs of row oh from ow, their windows inside the image: four
+ * chains side by side. */
+static void window_sums4(const float *xg, const float *wf, conv_dims d, idx oh, idx ow, float init, float *y)
+{
+    float s0 = init, s1 = init, s2 = init, s3 = init;
+    const idx sw = d.SW;
+    for (idx c = 0; c < d.CG; c++)
+        for (idx kh = 0; kh < d.KH; kh++) {
+            const float *xr = xg + (c * d.H + oh * d.SH - d.PT + kh * d.DH) * d.W + ow * sw - d.PL;
+            for (idx kw = 0; kw < d.KW; kw++, xr += d.DW) {
+                float w = *wf++;
+                s0 += w * xr[0], s1 += w * xr[sw], s2 += w * xr[2 * sw], s3 += w * xr[3 * sw];
+            }
+        }
+    y[0] = s0, y[1] = s1, y[2] = s2, y[3] = s3;
+}
+
+/* Whether every window of output row oh lies inside the image's rows. */
+static bool row_inside(conv_dims d, idx oh)
+{
+    idx top = oh * d.SH - d.PT;
+    return top >= 0 && top + (d.KH - 1) * d.DH < d.H;
+}
+
+static void grouped_forward(const kernel_ctx *c, conv_dims d, const float *bias)
+{
+    idx lo, hi, lo_last, hi_last; /* output columns whose windows lie inside: every kw's range */
+    valid_range(d, 0, &lo, &hi);
+    valid_range(d, d.KW - 1, &lo_last, &hi_last);
+    lo = lo > lo_last ? lo : lo_last, hi = hi < hi_last ? hi : hi_last;
+    for (idx n = 0; n < d.N; n++)
+        for (idx f = 0; f < d.F; f++) {
+            const float *xg = c->in[0] + (n * d.C + f / d.FG * d.CG) * d.H * d.W, *wf = c->params + f * d.KK;
+            float init = bias ? bias[f] : 0.0f, *y = c->out + (n * d.F + f) * d.PP;
+            for (idx oh = 0; oh < d.OH; oh++, y += d.OW) {
+                idx ow = 0;
+                if (row_inside(d, oh) && lo < hi) {
+                    for (; ow < lo; ow++) y[ow] = window_sum(xg, wf, d, oh, ow, init);
+                    for (; ow + 4 <= hi; ow += 4) window_sums4(xg, wf, d, oh, ow, init, y + ow);
+                }
+                for (; ow < d.OW; ow++) y[ow] = window_sum(xg, wf, d, oh, ow, init);
+            }
+        }
+}
+
+/* dx += (+0 + the sum over the group's filters of dy x w) at each tap
+ * inside the image, output positions ascending, then (channel, kh, kw):
+ * scatter_patches' order over the product's rows. */
+static void grouped_backward_input(const kernel_ctx *c, conv_dims d, const float *dy)
+{
+    memset(c->out, 0, (size_t)(d.N * d.C * d.H * d.W) * sizeof(float));
+    for (idx n = 0; n < d.N; n++)
+        for (idx gr = 0; gr < d.G; gr++) {
+            const float *dyg = dy + (n * d.F + gr * d.FG) * d.PP, *wg = c->params + gr * d.FG * d.KK;
+            float *dxg = c->out + (n * d.C + gr * d.CG) * d.H * d.W;
+            for (idx p = 0; p < d.PP; p++) {
+                idx oh = p / d.OW, ow = p % d.OW;
+                for (idx ch = 0; ch < d.CG; ch++)
+                    for (idx kh = 0; kh < d.KH; kh++) {
+                        idx ih = oh * d.SH - d.PT + kh * d.DH;
+                        if (ih < 0 || ih >= d.H) continue;
+                        for (idx kw = 0; kw < d.KW; kw++) {
+                            idx iw = ow * d.SW - d.PL + kw * d.DW, k = (ch * d.KH + kh) * d.KW + kw;
+                            if (iw < 0 || iw >= d.W) continue;
+                            float r = 0.0f;
+                            for (idx f = 0; f < d.FG; f++) r += dyg[f * d.PP + p] * wg[f * d.KK + k];
+                            dxg[(ch * d.H + ih) * d.W + iw] += r;
+                        }
+                    }
+            }
+        }
+}
+
+/* dw[f][k] += dy x tap over images, then output positions, ascending: the
+ * product's chain over its patch rows, chunk after chunk. */
+static void grouped_backward_params(conv_dims d, const float *dy, const float *x, float *dw)
+{
+    memset(dw, 0, (size_t)(d.F * d.KK) * sizeof(float));
+    for (idx f = 0; f < d.F; f++)
+        for (idx ch = 0; ch < d.CG; ch++)
+            for (idx kh = 0; kh < d.KH; kh++)
+                for (idx kw = 0; kw < d.KW; kw++) {
+                    float s = 0.0f;
+                    for (idx n = 0; n < d.N; n++) {
+                        const float *dyf = dy + (n * d.F + f) * d.PP;
+                        const float *xc = x + (n * d.C + f / d.FG * d.CG + ch) * d.H * d.W;
+                        for (idx oh = 0; oh < d.OH; oh++)
+                            for (idx ow = 0; ow < d.OW; ow++)
+                                s += dyf[oh * d.OW + ow] * tap(xc, d, oh * d.SH - d.PT + kh * d.DH, ow * d.SW - d.PL + kw * d.DW);
+                    }
+                    dw[f * d.KK + (ch * d.KH + kh) * d.KW + kw] = s;
+                }
+}
 
 void kernel_conv_forward(const kernel_ctx *c)
 {
     conv_dims d = conv_dims_of(c->n, node_in(c, 0));
     const float *bias = conv_has_bias(c->n) ? c->bias : NULL;
+    if (conv_grouped(d)) {
+        grouped_forward(c, d, bias);
+        return;
+    }
     bool direct = conv_direct(d);
     idx chunk = conv_chunk(c, d);
     for (idx n = 0; n < d.N; n++)
@@ -116,6 +242,10 @@ void kernel_conv_forward(const kernel_ctx *c)
 
 static void conv_backward_input(const kernel_ctx *c, conv_dims d, const float *dy)
 {
+    if (conv_grouped(d)) {
+        grouped_backward_input(c, d, dy);
+        return;
+    }
     idx chunk = conv_chunk(c, d);
     memset(c->out, 0, (size_t)(d.N * d.C * d.H * d.W) * sizeof(float));
     for (idx n = 0; n < d.N; n++)
@@ -134,16 +264,14 @@ static void conv_backward_input(const kernel_ctx *c, conv_dims d, const float *d
 /* With a channel_select after the layer (ratio:R), x is its copy of the
  * channels the weights train on and dw holds only their gradients, row by
  * row: the sums of the dense gradient, in the same order. */
-static void conv_backward_params(const kernel_ctx *c, conv_dims d, const grad_reads *r)
+/* dw by the product over patches: x holds the channels of k (d's, or a
+ * channel_select's). */
+static void im2col_backward_params(const kernel_ctx *c, conv_dims d, conv_dims k, const float *dy, const float *x,
+                                   float *dw)
 {
-    float *dw = c->grad_w;
-    const knode *sel = selected_of(c);
-    const float *dy = r->dy, *x = sel ? r->mask : r->x0;
-    conv_dims k = d; /* the channels x holds */
-    if (sel) k.C = k.CG = sel->attrs.features, k.KK = k.CG * d.KH * d.KW;
     idx chunk = conv_chunk(c, k);
-    if (dw) memset(dw, 0, (size_t)(d.F * k.KK) * sizeof(float));
-    for (idx n = 0; dw && n < d.N; n++)
+    memset(dw, 0, (size_t)(d.F * k.KK) * sizeof(float));
+    for (idx n = 0; n < d.N; n++)
         for (idx gr = 0; gr < d.G; gr++)
             for (idx p0 = 0; p0 < d.PP; p0 += chunk) {
                 idx np = d.PP - p0 < chunk ? d.PP - p0 : chunk;
@@ -153,6 +281,17 @@ static void conv_backward_params(const kernel_ctx *c, conv_dims d, const grad_re
                                dw + gr * d.FG * k.KK, k.KK, NULL, true};
                 kernel_gemm(&g, d.FG, k.KK);
             }
+}
+
+static void conv_backward_params(const kernel_ctx *c, conv_dims d, const grad_reads *r)
+{
+    float *dw = c->grad_w;
+    const knode *sel = selected_of(c);
+    const float *dy = r->dy, *x = sel ? r->mask : r->x0;
+    conv_dims k = d; /* the channels x holds */
+    if (sel) k.C = k.CG = sel->attrs.features, k.KK = k.CG * d.KH * d.KW;
+    if (dw && conv_grouped(d) && !sel) grouped_backward_params(d, dy, x, dw);
+    else if (dw) im2col_backward_params(c, d, k, dy, x, dw);
     float *db = c->grad_b;
     if (!db) return;
     for (idx f = 0; f < d.F; f++) {
