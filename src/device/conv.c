@@ -104,20 +104,32 @@ static void scatter_patches(const float *rows, conv_dims d, idx p0, idx np, floa
 
 static bool conv_grouped(conv_dims d) { return d.G > 1; }
 
-/* Input (ih, iw) of channel plane xc, or 0 outside the image. */
-static inline float tap(const float *xc, conv_dims d, idx ih, idx iw)
+/* The kernel columns [lo, hi) whose input column ow*SW - PL + kw*DW lies in [0, W). */
+static void kw_range(conv_dims d, idx ow, idx *lo, idx *hi)
 {
-    return ih >= 0 && ih < d.H && iw >= 0 && iw < d.W ? xc[ih * d.W + iw] : 0.0f;
+    idx a = d.PL - ow * d.SW, b = d.W - 1 + d.PL - ow * d.SW;
+    *lo = a <= 0 ? 0 : (a + d.DW - 1) / d.DW;
+    *hi = b < 0 ? 0 : b / d.DW + 1;
+    if (*hi > d.KW) *hi = d.KW;
+    if (*lo > *hi) *lo = *hi;
 }
+
+static bool row_in(conv_dims d, idx ih) { return ih >= 0 && ih < d.H; }
 
 /* The sum of output (oh, ow) of the filter wf over the group's channels xg, from init. */
 static float window_sum(const float *xg, const float *wf, conv_dims d, idx oh, idx ow, float init)
 {
     float s = init;
+    idx lo, hi;
+    kw_range(d, ow, &lo, &hi);
     for (idx c = 0; c < d.CG; c++)
-        for (idx kh = 0; kh < d.KH; kh++)
-            for (idx kw = 0; kw < d.KW; kw++)
-                s += *wf++ * tap(xg + c * d.H * d.W, d, oh * d.SH - d.PT + kh * d.DH, ow * d.SW - d.PL + kw * d.DW);
+        for (idx kh = 0; kh < d.KH; kh++, wf += d.KW) {
+            idx ih = oh * d.SH - d.PT + kh * d.DH, in = row_in(d, ih), a = in ? lo : d.KW, b = in ? hi : d.KW, kw = 0;
+            const float *xr = xg + (c * d.H + (in ? ih : 0)) * d.W + ow * d.SW - d.PL;
+            for (; kw < a; kw++) s += wf[kw] * 0.0f;
+            for (; kw < b; kw++) s += wf[kw] * xr[kw * d.DW];
+            for (; kw < d.KW; kw++) s += wf[kw] * 0.0f;
+        }
     return s;
 }
 
@@ -145,8 +157,56 @@ static bool row_inside(conv_dims d, idx oh)
     return top >= 0 && top + (d.KH - 1) * d.DH < d.H;
 }
 
+/* A group's channels zero-padded so that every window lies inside: the
+ * dims of that plane (its own padding 0), and the floats it takes. */
+static conv_dims padded_dims(conv_dims d)
+{
+    conv_dims p = d;
+    p.H = (d.OH - 1) * d.SH + (d.KH - 1) * d.DH + 1, p.W = (d.OW - 1) * d.SW + (d.KW - 1) * d.DW + 1;
+    p.PT = p.PL = 0, p.C = d.CG;
+    return p;
+}
+
+static size_t padded_floats(conv_dims p) { return (size_t)(p.CG * p.H * p.W); }
+
+/* The plane of padded_dims(d) from the group's channels xg: its zeros are
+ * the taps outside the image. */
+static void pad_group(const float *xg, conv_dims d, conv_dims p, float *plane)
+{
+    memset(plane, 0, padded_floats(p) * sizeof(float));
+    idx span = d.PL >= p.W ? 0 : (p.W - d.PL < d.W ? p.W - d.PL : d.W);
+    for (idx c = 0; c < d.CG; c++)
+        for (idx r = 0; r < p.H; r++) {
+            idx ih = r - d.PT;
+            if (row_in(d, ih) && span) memcpy(plane + (c * p.H + r) * p.W + d.PL, xg + (c * d.H + ih) * d.W, (size_t)span * sizeof(float));
+        }
+}
+
+/* Every output from a padded plane in the workspace: four chains at a time. */
+static void grouped_forward_padded(const kernel_ctx *c, conv_dims d, const float *bias)
+{
+    conv_dims p = padded_dims(d);
+    for (idx n = 0; n < d.N; n++)
+        for (idx gr = 0; gr < d.G; gr++) {
+            pad_group(c->in[0] + (n * d.C + gr * d.CG) * d.H * d.W, d, p, c->work);
+            for (idx f = gr * d.FG; f < (gr + 1) * d.FG; f++) {
+                const float *wf = c->params + f * d.KK;
+                float init = bias ? bias[f] : 0.0f, *y = c->out + (n * d.F + f) * d.PP;
+                for (idx oh = 0; oh < d.OH; oh++, y += d.OW) {
+                    idx ow = 0;
+                    for (; ow + 4 <= d.OW; ow += 4) window_sums4(c->work, wf, p, oh, ow, init, y + ow);
+                    for (; ow < d.OW; ow++) y[ow] = window_sum(c->work, wf, p, oh, ow, init);
+                }
+            }
+        }
+}
+
 static void grouped_forward(const kernel_ctx *c, conv_dims d, const float *bias)
 {
+    if (padded_floats(padded_dims(d)) <= c->work_floats) {
+        grouped_forward_padded(c, d, bias);
+        return;
+    }
     idx lo, hi, lo_last, hi_last; /* output columns whose windows lie inside: every kw's range */
     valid_range(d, 0, &lo, &hi);
     valid_range(d, d.KW - 1, &lo_last, &hi_last);
@@ -177,17 +237,23 @@ static void grouped_backward_input(const kernel_ctx *c, conv_dims d, const float
             const float *dyg = dy + (n * d.F + gr * d.FG) * d.PP, *wg = c->params + gr * d.FG * d.KK;
             float *dxg = c->out + (n * d.C + gr * d.CG) * d.H * d.W;
             for (idx p = 0; p < d.PP; p++) {
-                idx oh = p / d.OW, ow = p % d.OW;
+                idx oh = p / d.OW, ow = p % d.OW, lo, hi;
+                kw_range(d, ow, &lo, &hi);
                 for (idx ch = 0; ch < d.CG; ch++)
                     for (idx kh = 0; kh < d.KH; kh++) {
                         idx ih = oh * d.SH - d.PT + kh * d.DH;
-                        if (ih < 0 || ih >= d.H) continue;
-                        for (idx kw = 0; kw < d.KW; kw++) {
-                            idx iw = ow * d.SW - d.PL + kw * d.DW, k = (ch * d.KH + kh) * d.KW + kw;
-                            if (iw < 0 || iw >= d.W) continue;
+                        if (!row_in(d, ih)) continue;
+                        float *xr = dxg + (ch * d.H + ih) * d.W + ow * d.SW - d.PL;
+                        const float *wk = wg + (ch * d.KH + kh) * d.KW;
+                        if (d.FG == 1) { /* depthwise: one filter, its dy once */
+                            float v = dyg[p];
+                            for (idx kw = lo; kw < hi; kw++) xr[kw * d.DW] += 0.0f + v * wk[kw];
+                            continue;
+                        }
+                        for (idx kw = lo; kw < hi; kw++) {
                             float r = 0.0f;
-                            for (idx f = 0; f < d.FG; f++) r += dyg[f * d.PP + p] * wg[f * d.KK + k];
-                            dxg[(ch * d.H + ih) * d.W + iw] += r;
+                            for (idx f = 0; f < d.FG; f++) r += dyg[f * d.PP + p] * wk[f * d.KK + kw];
+                            xr[kw * d.DW] += r;
                         }
                     }
             }
@@ -196,20 +262,60 @@ static void grouped_backward_input(const kernel_ctx *c, conv_dims d, const float
 
 /* dw[f][k] += dy x tap over images, then output positions, ascending: the
  * product's chain over its patch rows, chunk after chunk. */
-static void grouped_backward_params(conv_dims d, const float *dy, const float *x, float *dw)
+/* ... from a padded plane per image and group: four chains (kernel
+ * taps) at a time, each over images, then positions, ascending. */
+static void grouped_backward_params_padded(const kernel_ctx *c, conv_dims d, const float *dy, const float *x, float *dw)
 {
+    conv_dims p = padded_dims(d);
+    const float *plane = c->work;
     memset(dw, 0, (size_t)(d.F * d.KK) * sizeof(float));
+    for (idx n = 0; n < d.N; n++)
+        for (idx gr = 0; gr < d.G; gr++) {
+            pad_group(x + (n * d.C + gr * d.CG) * d.H * d.W, d, p, c->work);
+            for (idx f = gr * d.FG; f < (gr + 1) * d.FG; f++)
+                for (idx k0 = 0; k0 < d.KK; k0 += 4) {
+                    idx off[4] = {0, 0, 0, 0}, nk = d.KK - k0 < 4 ? d.KK - k0 : 4;
+                    float s[4] = {0, 0, 0, 0};
+                    for (idx j = 0; j < nk; j++) {
+                        idx k = k0 + j, ch = k / (d.KH * d.KW), kh = k / d.KW % d.KH, kw = k % d.KW;
+                        off[j] = (ch * p.H + kh * d.DH) * p.W + kw * d.DW, s[j] = dw[f * d.KK + k];
+                    }
+                    const float *dyr = dy + (n * d.F + f) * d.PP;
+                    for (idx oh = 0; oh < d.OH; oh++, dyr += d.OW)
+                        for (idx ow = 0, b = oh * d.SH * p.W; ow < d.OW; ow++, b += d.SW) {
+                            float v = dyr[ow];
+                            s[0] += v * plane[off[0] + b], s[1] += v * plane[off[1] + b];
+                            s[2] += v * plane[off[2] + b], s[3] += v * plane[off[3] + b];
+                        }
+                    for (idx j = 0; j < nk; j++) dw[f * d.KK + k0 + j] = s[j];
+                }
+        }
+}
+
+static void grouped_backward_params(const kernel_ctx *c, conv_dims d, const float *dy, const float *x, float *dw)
+{
+    if (padded_floats(padded_dims(d)) <= c->work_floats) {
+        grouped_backward_params_padded(c, d, dy, x, dw);
+        return;
+    }
     for (idx f = 0; f < d.F; f++)
         for (idx ch = 0; ch < d.CG; ch++)
             for (idx kh = 0; kh < d.KH; kh++)
                 for (idx kw = 0; kw < d.KW; kw++) {
                     float s = 0.0f;
+                    idx lo, hi;
+                    valid_range(d, kw, &lo, &hi);
                     for (idx n = 0; n < d.N; n++) {
-                        const float *dyf = dy + (n * d.F + f) * d.PP;
+                        const float *dyr = dy + (n * d.F + f) * d.PP;
                         const float *xc = x + (n * d.C + f / d.FG * d.CG + ch) * d.H * d.W;
-                        for (idx oh = 0; oh < d.OH; oh++)
-                            for (idx ow = 0; ow < d.OW; ow++)
-                                s += dyf[oh * d.OW + ow] * tap(xc, d, oh * d.SH - d.PT + kh * d.DH, ow * d.SW - d.PL + kw * d.DW);
+                        for (idx oh = 0; oh < d.OH; oh++, dyr += d.OW) {
+                            idx ih = oh * d.SH - d.PT + kh * d.DH, in = row_in(d, ih), a = in ? lo : d.OW, b = in ? hi : d.OW;
+                            const float *xr = xc + (in ? ih : 0) * d.W - d.PL + kw * d.DW;
+                            idx ow = 0;
+                            for (; ow < a; ow++) s += dyr[ow] * 0.0f;
+                            for (; ow < b; ow++) s += dyr[ow] * xr[ow * d.SW];
+                            for (; ow < d.OW; ow++) s += dyr[ow] * 0.0f;
+                        }
                     }
                     dw[f * d.KK + (ch * d.KH + kh) * d.KW + kw] = s;
                 }
@@ -290,7 +396,7 @@ static void conv_backward_params(const kernel_ctx *c, conv_dims d, const grad_re
     const float *dy = r->dy, *x = sel ? r->mask : r->x0;
     conv_dims k = d; /* the channels x holds */
     if (sel) k.C = k.CG = sel->attrs.features, k.KK = k.CG * d.KH * d.KW;
-    if (dw && conv_grouped(d) && !sel) grouped_backward_params(d, dy, x, dw);
+    if (dw && conv_grouped(d) && !sel) grouped_backward_params(c, d, dy, x, dw);
     else if (dw) im2col_backward_params(c, d, k, dy, x, dw);
     float *db = c->grad_b;
     if (!db) return;
