@@ -24,6 +24,14 @@
 #include "../base/hash.h" /* mix64 */
 #include "../host/clock.h"
 
+/* The search's seconds are work at a nominal rate (node-words of build
+ * passes a second: 3.5e7 to 6.5e7 on the 2-core machines this repository
+ * is tested on, unloaded, from 27 to 362 nodes), so that what it returns
+ * depends on its inputs alone, not on the machine or its load; the wall
+ * clock stops it at FATES_SAFETY times the seconds asked for. */
+#define FATES_WORK_PER_S 5e7
+#define FATES_SAFETY 4
+
 enum {
     N_REACH = 5,
     FATE_KEEP = 0,
@@ -88,6 +96,8 @@ typedef struct search {
     double target_j;       /* a lower bound on the energy: fates that meet it end the search */
     double placed_j;       /* the energy of the schedule in s when it places within the budget, else INFINITY */
     bool met;
+    double work, work_limit; /* work done (node-words of build passes) and allowed: what ends the search */
+    bool cut;                /* the wall clock's safety stop ended it instead */
 } search;
 
 static bool fits(const search *c, const score *v)
@@ -210,6 +220,7 @@ static double chain_j(search *c, int i, int t, const uint64_t *in, double *secon
 /* One pass of build, with the uses known so far. */
 static score build_pass(search *c)
 {
+    c->work += (double)c->T * (double)(c->words + 4);
     const poet_problem *p = c->p;
     const poet_cnode *n = p->inst->nodes;
     score v = {.built = true};
@@ -315,7 +326,17 @@ static void note(search *c, const score *v)
     progress_report(NULL, v->energy_j, NAN);
 }
 
-static bool go_on(const search *c, double deadline) { return !c->met && host_now_s() < deadline; }
+/* The search goes on until it meets its target or has done its work; the
+ * deadline is a safety stop, where the result then depends on the
+ * machine's speed (c->cut). */
+static bool has_work_left(search *c, double deadline)
+{
+    if (c->work >= c->work_limit) return false;
+    if (host_now_s() >= deadline) c->cut = true;
+    return !c->cut;
+}
+
+static bool go_on(search *c, double deadline) { return !c->met && has_work_left(c, deadline); }
 
 /* Whether i, under keep, is in RAM in a stage that is over the budget. */
 static bool relieves(const search *c, int i)
@@ -642,11 +663,12 @@ static uint64_t descend(search *c, double deadline)
 poet_status fates_plan(const poet_problem *p, bool remat, bool paging, double seconds, double target_j,
                        poet_schedule *out, double *found_at, poet_err *err)
 {
-    double deadline = host_now_s() + seconds;
+    double deadline = host_now_s() + FATES_SAFETY * seconds + 1;
     *found_at = 0;
     search c;
     if (!search_init(&c, p, remat, paging)) return poet_fail(err, POET_ERR_NOMEM, "out of memory in the fate search");
     c.target_j = target_j;
+    c.work_limit = seconds * FATES_WORK_PER_S;
     /* placement can need more than the stage peak: plan each stage for
      * less by the excess, down to what its node and inputs need, until it
      * fits; beyond LAZY_NODES nodes, where a retry is a long descent again,
@@ -657,7 +679,7 @@ poet_status fates_plan(const poet_problem *p, bool remat, bool paging, double se
         c.cap[t] = first_cap > floor_t ? first_cap : floor_t < p->budget_bytes ? floor_t : p->budget_bytes;
     }
     double have_j = INFINITY;
-    for (int attempt = 0; attempt < 4 && host_now_s() < deadline; attempt++) {
+    for (int attempt = 0; attempt < 4 && has_work_left(&c, deadline); attempt++) {
         uint64_t arena = descend(&c, deadline);
         poet_schedule next;
         if (c.placed_j < have_j && !poet_schedule_copy(&next, &c.s, NULL)) {
