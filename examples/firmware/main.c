@@ -59,13 +59,15 @@ static char cmdline[512];
 
 /* ---- a little text output without stdio ---- */
 
-static char line[2048]; /* the report's one line, with room: a longer one would be cut, and unreadable */
-static size_t used;
+static char line[256]; /* a line is written out in pieces of this, the newline ending it */
+static size_t used, line_chars; /* in line; since the newline */
 
 static void put_str(const char *s)
 {
-    while (*s && used + 1 < sizeof line) line[used++] = *s++;
-    line[used] = 0;
+    for (; *s; s++, line_chars++) {
+        if (used + 1 == sizeof line) sh_puts(line), used = 0;
+        line[used++] = *s, line[used] = 0;
+    }
 }
 
 static void put_u64(uint64_t v)
@@ -83,7 +85,7 @@ static void put_u64(uint64_t v)
 
 static void put_field(const char *name, uint64_t v)
 {
-    put_str(used > 14 ? ", \"" : "\"");
+    put_str(line_chars > 14 ? ", \"" : "\"");
     put_str(name);
     put_str("\": ");
     put_u64(v);
@@ -93,7 +95,7 @@ static void flush(void)
 {
     put_str("\n");
     sh_puts(line);
-    used = 0;
+    used = line_chars = 0;
     line[0] = 0;
 }
 
