@@ -43,6 +43,14 @@ fw() { # fw IMAGE OUT ARG...: the firmware run directly
         -device "loader,file=$image,addr=0x08080000,force-raw=on" -kernel "$firmware_dir/poet-firmware.elf" >"$out" 2>&1
 }
 
+# the convolution kernels the board runs (the padded plane's tiles, the Cortex-M4's instruction blocks) against
+# plain loops, bit for bit, on random shapes; a new seed each run, printed (give it to replay: arg=SEED)
+seed=$((RANDOM * 32768 + RANDOM + 1))
+timeout 120 qemu-system-arm -M netduinoplus2 -display none -serial null -monitor none -icount shift=0 \
+    -semihosting-config "enable=on,target=native,arg=conv,arg=$seed" -kernel "$firmware_dir/poet-conv-check.elf" \
+    >"$tmp/conv.out" 2>&1
+check "the board's convolutions give the plain loops' bits: $(head -c 160 "$tmp/conv.out")" $?
+
 # cnn_digits at batch 8: the schedule for 42% of the keep-all peak, where
 # recomputation may take 1.2x the compute time, both recomputes and pages.
 common=(--model cnn_digits --data digits --batch 8 --seed 7 --time-limit 3)

@@ -13,11 +13,10 @@
 #include "../src/device/kernels.h"
 #include "../src/base/mathf.h"
 #include "check.h"
+#include "conv_cases.h"
 #include "graphs.h"
 #include "rtutil.h"
 
-static uint64_t rng;
-static int rnd(int lo, int hi) { return lo + (int)((rng = rng * 6364136223846793005ull + 1442695040888963407ull) >> 33) % (hi - lo + 1); }
 
 /* ---- hashes ---- */
 
@@ -58,143 +57,29 @@ static void test_math(void)
 
 /* ---- convolutions: chunking changes no bit, plain loops give the same bits ---- */
 
-typedef struct conv_case {
-    int N, C, H, W, F, KH, KW, SH, SW, PT, PL, PB, PR, DH, DW, G, OH, OW;
-} conv_case;
-
-/* Element (n, c, h, w) of an NCHW tensor, and filter tap (f, c, kh, kw). */
-#define X_AT(c_, n, ch, h, w) ((((n) * (c_)->C + (ch)) * (c_)->H + (h)) * (c_)->W + (w))
-#define Y_AT(c_, n, f, h, w) ((((n) * (c_)->F + (f)) * (c_)->OH + (h)) * (c_)->OW + (w))
-#define W_AT(c_, f, ch, kh, kw) ((((f) * ((c_)->C / (c_)->G) + (ch)) * (c_)->KH + (kh)) * (c_)->KW + (kw))
-
-/* The input element filter tap (kh, kw) of output (oh, ow) reads, or false
- * where it falls in the padding. */
-static bool tap(const conv_case *c, int oh, int ow, int kh, int kw, int *ih, int *iw)
-{
-    *ih = oh * c->SH - c->PT + kh * c->DH, *iw = ow * c->SW - c->PL + kw * c->DW;
-    return *ih >= 0 && *ih < c->H && *iw >= 0 && *iw < c->W;
-}
-
-static void ref_forward(const conv_case *c, const float *x, const float *w, float *y)
-{
-    int cg = c->C / c->G, fg = c->F / c->G, ih, iw;
-    const float *bias = w + c->F * cg * c->KH * c->KW;
-    for (int n = 0; n < c->N; n++)
-        for (int f = 0; f < c->F; f++)
-            for (int oh = 0; oh < c->OH; oh++)
-                for (int ow = 0; ow < c->OW; ow++) {
-                    float a = bias[f];
-                    for (int ch = 0; ch < cg; ch++)
-                        for (int kh = 0; kh < c->KH; kh++)
-                            for (int kw = 0; kw < c->KW; kw++)
-                                if (tap(c, oh, ow, kh, kw, &ih, &iw))
-                                    a += w[W_AT(c, f, ch, kh, kw)] * x[X_AT(c, n, f / fg * cg + ch, ih, iw)];
-                    y[Y_AT(c, n, f, oh, ow)] = a;
-                }
-}
-
-/* The input gradient as kernels.c defines it: for each element, the output
- * positions that read it ascending, each adding its sum over its group's
- * filters. */
-static void ref_input_grad(const conv_case *c, const float *dy, const float *w, float *dx)
-{
-    int cg = c->C / c->G, fg = c->F / c->G, ih, iw;
-    for (size_t i = 0; i < (size_t)(c->N * c->C * c->H * c->W); i++) dx[i] = 0.0f;
-    for (int n = 0; n < c->N; n++)
-        for (int oh = 0; oh < c->OH; oh++)
-            for (int ow = 0; ow < c->OW; ow++)
-                for (int ch = 0; ch < c->C; ch++)
-                    for (int kh = 0; kh < c->KH; kh++)
-                        for (int kw = 0; kw < c->KW; kw++) {
-                            if (!tap(c, oh, ow, kh, kw, &ih, &iw)) continue;
-                            float inner = 0.0f;
-                            for (int f = ch / cg * fg; f < (ch / cg + 1) * fg; f++)
-                                inner += dy[Y_AT(c, n, f, oh, ow)] * w[W_AT(c, f, ch % cg, kh, kw)];
-                            dx[X_AT(c, n, ch, ih, iw)] += inner;
-                        }
-}
-
-static void ref_weight_grad(const conv_case *c, const float *dy, const float *x, float *gw)
-{
-    int cg = c->C / c->G, fg = c->F / c->G, ih, iw;
-    for (int f = 0; f < c->F; f++)
-        for (int ch = 0; ch < cg; ch++)
-            for (int kh = 0; kh < c->KH; kh++)
-                for (int kw = 0; kw < c->KW; kw++) {
-                    float a = 0.0f;
-                    for (int n = 0; n < c->N; n++)
-                        for (int oh = 0; oh < c->OH; oh++)
-                            for (int ow = 0; ow < c->OW; ow++)
-                                if (tap(c, oh, ow, kh, kw, &ih, &iw))
-                                    a += dy[Y_AT(c, n, f, oh, ow)] * x[X_AT(c, n, f / fg * cg + ch, ih, iw)];
-                    gw[W_AT(c, f, ch, kh, kw)] = a;
-                }
-}
-
-static conv_case random_conv(void)
-{
-    conv_case c = {rnd(1, 3), 0, rnd(1, 11), rnd(1, 11), 0, rnd(1, 5), rnd(1, 5), rnd(1, 3), rnd(1, 3),
-                   0, 0, 0, 0, rnd(1, 2), rnd(1, 2), rnd(1, 3), 0, 0};
-    c.C = c.G * rnd(1, 4), c.F = c.G * rnd(1, 4);
-    c.PT = rnd(0, c.KH - 1), c.PB = rnd(0, c.KH - 1), c.PL = rnd(0, c.KW - 1), c.PR = rnd(0, c.KW - 1);
-    int eh = c.DH * (c.KH - 1) + 1, ew = c.DW * (c.KW - 1) + 1;
-    if (c.H + c.PT + c.PB < eh) c.H = eh;
-    if (c.W + c.PL + c.PR < ew) c.W = ew;
-    c.OH = (c.H + c.PT + c.PB - eh) / c.SH + 1, c.OW = (c.W + c.PL + c.PR - ew) / c.SW + 1;
-    return c;
-}
-
-static void conv_nodes(const conv_case *c, knode n[3])
-{
-    memset(n, 0, 3 * sizeof *n);
-    n[0] = (knode){.op = POET_OP_INPUT, .ndim = 4, .dim = {c->N, c->C, c->H, c->W}, .fwd = -1};
-    n[0].numel = (uint32_t)(c->N * c->C * c->H * c->W);
-    n[1] = (knode){.op = POET_OP_CONV2D, .n_inputs = 1, .inputs = {0}, .ndim = 4, .dim = {c->N, c->F, c->OH, c->OW},
-                   .fwd = -1};
-    n[1].attrs = (poet_attrs){.features = c->F, .kh = c->KH, .kw = c->KW, .sh = c->SH, .sw = c->SW, .pt = c->PT,
-                              .pl = c->PL, .pb = c->PB, .pr = c->PR, .dh = c->DH, .dw = c->DW, .groups = c->G};
-    n[1].numel = (uint32_t)(c->N * c->F * c->OH * c->OW);
-    n[1].params = (uint32_t)(c->F * (c->C / c->G) * c->KH * c->KW + c->F);
-    n[2] = n[0];
-    n[2].op = POET_OP_GRAD, n[2].n_inputs = 2, n[2].inputs[0] = 1, n[2].inputs[1] = 0, n[2].fwd = 1, n[2].wrt = 0;
-    n[2].params = n[1].params, n[2].reads = KR_DY | KR_IN0;
-}
-
-static bool same_bits(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof *a) == 0; }
 
 static void test_conv_chunking(uint64_t seed)
 {
     rng = seed;
     int bad = 0, cases = 200;
     for (int t = 0; t < cases; t++) {
-        conv_case c = random_conv();
+        conv_case c = t % 2 ? common_conv((conv_limits){3, 4, 11}) : random_conv((conv_limits){3, 4, 11});
         knode nodes[3];
         conv_nodes(&c, nodes);
         size_t nx = nodes[0].numel, ny = nodes[1].numel, nw = nodes[1].params;
-        float *x = malloc(nx * 4), *w = malloc(nw * 4), *dy = malloc(ny * 4), *y = malloc(ny * 4), *yr = malloc(ny * 4);
-        float *dx = malloc(nx * 4), *dxr = malloc(nx * 4), *gw = malloc(nw * 4), *gwr = malloc(nw * 4);
-        for (size_t i = 0; i < nx; i++) x[i] = (float)rnd(-1000, 1000) / 700.0f;
-        for (size_t i = 0; i < nw; i++) w[i] = (float)rnd(-1000, 1000) / 900.0f;
-        for (size_t i = 0; i < ny; i++) dy[i] = (float)rnd(-1000, 1000) / 800.0f;
-        ref_forward(&c, x, w, yr);
-        ref_input_grad(&c, dy, w, dxr);
-        ref_weight_grad(&c, dy, x, gwr);
         size_t kk = (size_t)(c.C / c.G * c.KH * c.KW), pp = (size_t)(c.OH * c.OW);
         size_t chunks[] = {1, 3, 7, pp};
-        float *work = malloc(kk * (pp > 7 ? pp : 7) * 4); /* work_floats is the workspace there is */
+        conv_buffers b = {malloc(nx * 4), malloc(nw * 4), malloc(ny * 4), malloc(ny * 4), malloc(ny * 4), malloc(nx * 4),
+                          malloc(nx * 4), malloc(nw * 4), malloc(nw * 4),
+                          malloc(kk * (pp > 7 ? pp : 7) * 4)}; /* work_floats is the workspace there is */
+        conv_case_fill(&c, nodes, &b);
         for (int k = 0; k < 4; k++) {
-            kernel_ctx f = {.nodes = nodes, .n = &nodes[1], .in = {x}, .out = y, .params = w, .bias = w + nw - (size_t)c.F,
-                            .work = work, .work_floats = kk * chunks[k], .training = true};
-            kernel_ctx b = {.nodes = nodes, .n = &nodes[2], .in = {dy, x}, .out = dx, .params = w, .grad_w = gw, .grad_b = gw + nw - (size_t)c.F,
-                            .work = work, .work_floats = kk * chunks[k], .training = true};
-            kernel_run(&f), kernel_run(&b);
-            bool ok = same_bits(y, yr, ny) && same_bits(dx, dxr, nx) && same_bits(gw, gwr, nw - (size_t)c.F);
-            if (!ok && bad++ < 3)
+            const char *what = conv_case_differs(&c, nodes, &b, kk * chunks[k]);
+            if (what && bad++ < 3)
                 fprintf(stderr, "conv N%d C%d %dx%d F%d G%d K%dx%d S%dx%d D%dx%d P%d,%d,%d,%d, chunk %zu: %s\n", c.N,
-                        c.C, c.H, c.W, c.F, c.G, c.KH, c.KW, c.SH, c.SW, c.DH, c.DW, c.PT, c.PL, c.PB, c.PR, chunks[k],
-                        !same_bits(y, yr, ny) ? "forward" : !same_bits(dx, dxr, nx) ? "input gradient" : "weight gradient");
+                        c.C, c.H, c.W, c.F, c.G, c.KH, c.KW, c.SH, c.SW, c.DH, c.DW, c.PT, c.PL, c.PB, c.PR, chunks[k], what);
         }
-        free(x), free(w), free(dy), free(y), free(yr), free(dx), free(dxr), free(gw), free(gwr), free(work);
+        free(b.x), free(b.w), free(b.dy), free(b.y), free(b.yr), free(b.dx), free(b.dxr), free(b.gw), free(b.gwr), free(b.work);
     }
     CHECK_MSG(bad == 0, "%d of %d convolutions (x 4 chunk sizes) differ from the plain loops (seed %llu)", bad, cases,
               (unsigned long long)seed);

@@ -182,14 +182,132 @@ static void pad_group(const float *xg, conv_dims d, conv_dims p, float *plane)
         }
 }
 
-/* Every output from a padded plane in the workspace: four chains at a time. */
-static void grouped_forward_padded(const kernel_ctx *c, conv_dims d, const float *bias)
+/* s[i][j] += w_i x_j: one tap of four filters at four positions; filters
+ * 0 and 1's weights at wa, 2 and 3's at wb (pack_filters4's panels). */
+#define TAP4X4(s, wa, wb, x0, x1, x2, x3)                                                                 \
+    for (int i_ = 0; i_ < 4; i_++) {                                                                     \
+        float w_ = i_ < 2 ? (wa)[i_] : (wb)[i_ - 2];                                                     \
+        s[i_][0] += w_ * (x0), s[i_][1] += w_ * (x1), s[i_][2] += w_ * (x2), s[i_][3] += w_ * (x3);       \
+    }
+
+/* Three taps of a kernel row at stride 1 (x: six inputs in a row), four
+ * filters (wa, wb: their panels at the row's first tap) at four positions.
+ * On a Cortex-M4 each pair of filters is one block of instructions: a load
+ * of the six inputs, one of each tap's two weights, and a multiply and an
+ * add a product (never fused: the same bits as everywhere else), where GCC
+ * spills the sixteen sums. */
+#if defined(__ARM_ARCH_7EM__) && defined(__ARM_FP)
+#define MA(tmp, w, x, acc) "vmul.f32 " tmp ", " w ", " x "\n\tvadd.f32 %[" acc "], %[" acc "], " tmp "\n\t"
+#define FILTER(w, r, xa, xb, xc, xd) MA("s26", w, xa, r "0") MA("s27", w, xb, r "1") MA("s26", w, xc, r "2") MA("s27", w, xd, r "3")
+#define TAP(xa, xb, xc, xd) "vldmia %[w]!, {s22-s23}\n\t" FILTER("s22", "a0", xa, xb, xc, xd) FILTER("s23", "a1", xa, xb, xc, xd)
+static inline __attribute__((always_inline)) void row3_pair(float *s0, float *s1, const float *x, const float *w)
+{
+    __asm__ volatile("vldmia %[x], {s16-s21}\n\t" TAP("s16", "s17", "s18", "s19") TAP("s17", "s18", "s19", "s20")
+                         TAP("s18", "s19", "s20", "s21")
+                     : [a00] "+t"(s0[0]), [a01] "+t"(s0[1]), [a02] "+t"(s0[2]), [a03] "+t"(s0[3]),
+                       [a10] "+t"(s1[0]), [a11] "+t"(s1[1]), [a12] "+t"(s1[2]), [a13] "+t"(s1[3]), [w] "+r"(w)
+                     : [x] "r"(x)
+                     : "s16", "s17", "s18", "s19", "s20", "s21", "s22", "s23", "s26", "s27", "memory");
+}
+#undef TAP
+#undef FILTER
+#undef MA
+static inline __attribute__((always_inline)) void row3(float s[4][4], const float *x, const float *wa, const float *wb)
+{
+    row3_pair(s[0], s[1], x, wa);
+    row3_pair(s[2], s[3], x, wb);
+}
+#else
+static inline void row3(float s[4][4], const float *x, const float *wa, const float *wb)
+{
+    for (int kw = 0; kw < 3; kw++) TAP4X4(s, wa + 2 * kw, wb + 2 * kw, x[kw], x[kw + 1], x[kw + 2], x[kw + 3]);
+}
+#endif
+
+/* Every kernel row of three taps, channel by channel (row_step: from one
+ * row of the window to the next; channel_step: from one channel's plane to
+ * the next), kept apart so that the sums stay in registers. */
+static void rows3(float s[4][4], const float *x, const float *wa, const float *wb, idx channels, idx kh, idx row_step,
+                  idx channel_step)
+{
+    if (kh == 3) { /* a 3x3 kernel: a channel's three rows without a loop */
+        for (const float *end = x + channels * channel_step; x < end; x += channel_step, wa += 18, wb += 18) {
+            row3(s, x, wa, wb);
+            row3(s, x + row_step, wa + 6, wb + 6);
+            row3(s, x + 2 * row_step, wa + 12, wb + 12);
+        }
+        return;
+    }
+    for (idx c = 0; c < channels; c++, x += channel_step)
+        for (idx r = 0; r < kh; r++, wa += 6, wb += 6) row3(s, x + r * row_step, wa, wb);
+}
+
+/* Four filters' outputs (oh, ow..ow+3) from a padded plane: sixteen
+ * chains side by side, each input read once for the four filters. w4
+ * holds the filters' weights as pack_filters4 lays them out. A row of
+ * three taps at stride 1 reads six inputs, not twelve. */
+static void window_tile4x4(const float *plane, const float *w4, conv_dims p, idx oh, idx ow, const float *init,
+                           float *y)
+{
+    float s[4][4];
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) s[i][j] = init[i];
+    const idx sw = p.SW;
+    const float *wa = w4, *wb = w4 + 2 * p.KK, *x = plane + oh * p.SH * p.W + ow * sw;
+    if (p.KW == 3 && p.SW == 1 && p.DW == 1) {
+        rows3(s, x, wa, wb, p.CG, p.KH, p.DH * p.W, p.H * p.W);
+    } else {
+        for (idx c = 0; c < p.CG; c++)
+            for (idx kh = 0; kh < p.KH; kh++, wa += 2 * p.KW, wb += 2 * p.KW) {
+                const float *xr = x + (c * p.H + kh * p.DH) * p.W;
+                for (idx kw = 0; kw < p.KW; kw++, xr += p.DW)
+                    TAP4X4(s, wa + 2 * kw, wb + 2 * kw, xr[0], xr[sw], xr[2 * sw], xr[3 * sw]);
+            }
+    }
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) y[i * p.PP + j] = s[i][j];
+}
+
+/* Filters f..f+3's weights (w: four rows of kk) as two panels, tap by
+ * tap: filters 0 and 1, then 2 and 3. */
+static void pack_filters4(const float *w, idx kk, float *w4)
+{
+    float *pa = w4, *pb = w4 + 2 * kk;
+    for (idx k = 0; k < kk; k++, pa += 2, pb += 2)
+        pa[0] = w[k], pa[1] = w[kk + k], pb[0] = w[2 * kk + k], pb[1] = w[3 * kk + k];
+}
+
+/* Every output from a padded plane of each group in the workspace (then,
+ * where it fits, four filters' packed weights): four filters by four
+ * positions at a time, then four positions of a filter. */
+static void conv_forward_padded(const kernel_ctx *c, conv_dims d, const float *bias)
 {
     conv_dims p = padded_dims(d);
+    float *w4 = c->work + padded_floats(p);
+    size_t block = 4 * (size_t)d.KK, blocks = (size_t)(d.G * (d.FG / 4));
+    bool tiles = padded_floats(p) + block <= c->work_floats;
+    bool packed_once = padded_floats(p) + blocks * block <= c->work_floats; /* every block, packed before the images */
+    for (size_t b = 0; packed_once && b < blocks; b++)
+        pack_filters4(c->params + ((idx)b / (d.FG / 4) * d.FG + (idx)b % (d.FG / 4) * 4) * d.KK, d.KK, w4 + b * block);
     for (idx n = 0; n < d.N; n++)
         for (idx gr = 0; gr < d.G; gr++) {
             pad_group(c->in[0] + (n * d.C + gr * d.CG) * d.H * d.W, d, p, c->work);
-            for (idx f = gr * d.FG; f < (gr + 1) * d.FG; f++) {
+            idx f = gr * d.FG, end = (gr + 1) * d.FG;
+            for (; tiles && f + 4 <= end; f += 4) {
+                float init[4];
+                for (int i = 0; i < 4; i++) init[i] = bias ? bias[f + i] : 0.0f;
+                float *y = c->out + (n * d.F + f) * d.PP;
+                float *wb = w4 + (packed_once ? (size_t)(gr * (d.FG / 4) + (f - gr * d.FG) / 4) * block : 0);
+                if (!packed_once) pack_filters4(c->params + f * d.KK, d.KK, wb);
+                for (idx oh = 0; oh < d.OH; oh++, y += d.OW) {
+                    idx ow = 0;
+                    for (; ow + 4 <= d.OW; ow += 4) window_tile4x4(c->work, wb, p, oh, ow, init, y + ow);
+                    for (; ow < d.OW; ow++)
+                        for (int i = 0; i < 4; i++)
+                            y[i * d.PP + ow] = window_sum(c->work, c->params + (f + i) * d.KK, p, oh, ow, init[i]);
+                }
+            }
+            for (; f < end; f++) {
                 const float *wf = c->params + f * d.KK;
                 float init = bias ? bias[f] : 0.0f, *y = c->out + (n * d.F + f) * d.PP;
                 for (idx oh = 0; oh < d.OH; oh++, y += d.OW) {
@@ -201,10 +319,12 @@ static void grouped_forward_padded(const kernel_ctx *c, conv_dims d, const float
         }
 }
 
+static bool padded_fits(const kernel_ctx *c, conv_dims d) { return padded_floats(padded_dims(d)) <= c->work_floats; }
+
 static void grouped_forward(const kernel_ctx *c, conv_dims d, const float *bias)
 {
-    if (padded_floats(padded_dims(d)) <= c->work_floats) {
-        grouped_forward_padded(c, d, bias);
+    if (padded_fits(c, d)) {
+        conv_forward_padded(c, d, bias);
         return;
     }
     idx lo, hi, lo_last, hi_last; /* output columns whose windows lie inside: every kw's range */
@@ -294,7 +414,7 @@ static void grouped_backward_params_padded(const kernel_ctx *c, conv_dims d, con
 
 static void grouped_backward_params(const kernel_ctx *c, conv_dims d, const float *dy, const float *x, float *dw)
 {
-    if (padded_floats(padded_dims(d)) <= c->work_floats) {
+    if (padded_fits(c, d)) {
         grouped_backward_params_padded(c, d, dy, x, dw);
         return;
     }
@@ -330,6 +450,13 @@ void kernel_conv_forward(const kernel_ctx *c)
         return;
     }
     bool direct = conv_direct(d);
+#if !defined(__x86_64__)
+    /* A Cortex-M: the padded plane's tiles do without im2col's gathers; x86's wide tiles keep the product */
+    if (!direct && padded_fits(c, d)) {
+        conv_forward_padded(c, d, bias);
+        return;
+    }
+#endif
     idx chunk = conv_chunk(c, d);
     for (idx n = 0; n < d.N; n++)
         for (idx gr = 0; gr < d.G; gr++) {
