@@ -18,7 +18,7 @@ enum { MAX_X = 2 * 15 * 9 * 9, MAX_Y = 2 * 15 * 13 * 13, MAX_W = 15 * 5 * 25 + 1
 static float x[MAX_X], w[MAX_W], dy[MAX_Y], y[MAX_Y], yr[MAX_Y], dx[MAX_X], dxr[MAX_X], gw[MAX_W], gwr[MAX_W];
 static float work[MAX_WORK];
 
-static char line[160];
+static char line[320];
 static int used;
 
 static void put(const char *s)
@@ -56,6 +56,7 @@ int main(void)
     conv_buffers b = {x, w, dy, y, yr, dx, dxr, gw, gwr, work};
     int cases = 150, bad = 0, runs = 0;
     const char *first = NULL;
+    conv_case first_case = {0};
     for (int t = 0; t < cases; t++) {
         conv_case c = t % 2 ? common_conv((conv_limits){2, 5, 9}) : random_conv((conv_limits){2, 5, 9});
         knode nodes[3];
@@ -66,12 +67,18 @@ int main(void)
             if (sizes[k] > MAX_WORK) continue;
             const char *what = conv_case_differs(&c, nodes, &b, sizes[k]);
             runs++;
-            if (what && !bad++) first = what;
+            if (what && !bad++) first = what, first_case = c;
         }
     }
     put("conv-check: "), put_num((uint64_t)cases), put(" random convolutions, "), put_num((uint64_t)runs);
     put(" runs, "), put_num((uint64_t)bad), put(bad ? " differ from the plain loops (first: " : " differ from the plain loops");
-    if (first) put(first), put(")");
+    if (first) {
+        const conv_case *f = &first_case;
+        const int shape[] = {f->N, f->C, f->H, f->W, f->F, f->G, f->KH, f->KW, f->SH, f->SW, f->DH, f->DW, f->PT, f->PL, f->PB, f->PR};
+        put(first), put(" of N C H W F G KH KW SH SW DH DW PT PL PB PR");
+        for (int i = 0; i < 16; i++) put(" "), put_num((uint64_t)shape[i]);
+        put(")");
+    }
     put(" (seed "), put_num(seed), put(")\n");
     sh_puts(line);
     return bad ? 1 : 0;

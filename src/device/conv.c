@@ -23,6 +23,16 @@ static conv_dims conv_dims_of(const knode *conv, const knode *x)
     return d;
 }
 
+/* Whether a dense convolution (not 1x1) reads its padded plane from the
+ * workspace rather than im2col columns: on a Cortex-M the plane's tiles do
+ * without the gathers; on x86 the product's wide tiles are faster. The
+ * sums are the same either way. */
+#if defined(__x86_64__)
+enum { DENSE_FROM_PLANE = 0 };
+#else
+enum { DENSE_FROM_PLANE = 1 };
+#endif
+
 static bool conv_has_bias(const knode *conv) { return !(conv->attrs.flags & POET_ATTR_NO_BIAS); }
 
 /* A 1x1 convolution with stride 1 and no padding reads its input as its
@@ -179,6 +189,20 @@ static void pad_group(const float *xg, conv_dims d, conv_dims p, float *plane)
         for (idx r = 0; r < p.H; r++) {
             idx ih = r - d.PT;
             if (row_in(d, ih) && span) memcpy(plane + (c * p.H + r) * p.W + d.PL, xg + (c * d.H + ih) * d.W, (size_t)span * sizeof(float));
+        }
+}
+
+/* The inverse of pad_group: the image's part of the plane, and 0 where
+ * the image reaches past what any window reads. */
+static void unpad_group(const float *plane, conv_dims d, conv_dims p, float *xg)
+{
+    idx span = d.PL >= p.W ? 0 : (p.W - d.PL < d.W ? p.W - d.PL : d.W);
+    for (idx c = 0; c < d.CG; c++)
+        for (idx ih = 0; ih < d.H; ih++) {
+            float *row = xg + (c * d.H + ih) * d.W;
+            idx have = ih + d.PT < p.H ? span : 0;
+            if (have) memcpy(row, plane + (c * p.H + ih + d.PT) * p.W + d.PL, (size_t)have * sizeof(float));
+            memset(row + have, 0, (size_t)(d.W - have) * sizeof(float));
         }
 }
 
@@ -382,17 +406,55 @@ static void grouped_backward_input(const kernel_ctx *c, conv_dims d, const float
 
 /* dw[f][k] += dy x tap over images, then output positions, ascending: the
  * product's chain over its patch rows, chunk after chunk. */
-/* ... from a padded plane per image and group: four chains (kernel
- * taps) at a time, each over images, then positions, ascending. */
-static void grouped_backward_params_padded(const kernel_ctx *c, conv_dims d, const float *dy, const float *x, float *dw)
+/* The weight gradients of four filters (dy: the first one's, filters PP
+ * apart) at a kernel row of three taps at stride 1 (x: the row of the
+ * padded plane for output row 0), added to s: twelve chains over the
+ * output positions ascending, the row's inputs slid along, each read
+ * once. */
+static void dw_row3_4(float s[4][3], const float *x, idx row_step, const float *dy, conv_dims d)
+{
+    for (idx oh = 0; oh < d.OH; oh++, x += row_step, dy += d.OW) {
+        const float *d0 = dy, *d1 = dy + d.PP, *d2 = dy + 2 * d.PP, *d3 = dy + 3 * d.PP;
+        float xa = x[0], xb = x[1];
+        for (idx ow = 0; ow < d.OW; ow++) {
+            float xc = x[ow + 2], v[4] = {d0[ow], d1[ow], d2[ow], d3[ow]};
+            for (int i = 0; i < 4; i++) s[i][0] += v[i] * xa, s[i][1] += v[i] * xb, s[i][2] += v[i] * xc;
+            xa = xb, xb = xc;
+        }
+    }
+}
+
+/* Filters f..f+3's gradients at every kernel row of channel group gr of
+ * image n, from its padded plane, by dw_row3_4. */
+static void dw_block3(conv_dims d, conv_dims p, const float *plane, const float *dy, idx n, idx f, float *dw)
+{
+    for (idx ch = 0; ch < d.CG; ch++)
+        for (idx kh = 0; kh < d.KH; kh++) {
+            float s[4][3];
+            float *at = dw + f * d.KK + (ch * d.KH + kh) * 3;
+            for (int i = 0; i < 4; i++)
+                for (int kw = 0; kw < 3; kw++) s[i][kw] = at[i * d.KK + kw];
+            dw_row3_4(s, plane + (ch * p.H + kh * d.DH) * p.W, d.SH * p.W, dy + (n * d.F + f) * d.PP, d);
+            for (int i = 0; i < 4; i++)
+                for (int kw = 0; kw < 3; kw++) at[i * d.KK + kw] = s[i][kw];
+        }
+}
+
+/* ... from a padded plane per image and group: four filters by a kernel
+ * row of three taps at stride 1, else a filter by four taps, each chain
+ * over images, then positions, ascending. */
+static void backward_params_padded(const kernel_ctx *c, conv_dims d, const float *dy, const float *x, float *dw)
 {
     conv_dims p = padded_dims(d);
     const float *plane = c->work;
+    bool rows3 = d.KW == 3 && d.SW == 1 && d.DW == 1;
     memset(dw, 0, (size_t)(d.F * d.KK) * sizeof(float));
     for (idx n = 0; n < d.N; n++)
         for (idx gr = 0; gr < d.G; gr++) {
             pad_group(x + (n * d.C + gr * d.CG) * d.H * d.W, d, p, c->work);
-            for (idx f = gr * d.FG; f < (gr + 1) * d.FG; f++)
+            idx f = gr * d.FG;
+            for (; rows3 && f + 4 <= (gr + 1) * d.FG; f += 4) dw_block3(d, p, plane, dy, n, f, dw);
+            for (; f < (gr + 1) * d.FG; f++)
                 for (idx k0 = 0; k0 < d.KK; k0 += 4) {
                     idx off[4] = {0, 0, 0, 0}, nk = d.KK - k0 < 4 ? d.KK - k0 : 4;
                     float s[4] = {0, 0, 0, 0};
@@ -415,7 +477,7 @@ static void grouped_backward_params_padded(const kernel_ctx *c, conv_dims d, con
 static void grouped_backward_params(const kernel_ctx *c, conv_dims d, const float *dy, const float *x, float *dw)
 {
     if (padded_fits(c, d)) {
-        grouped_backward_params_padded(c, d, dy, x, dw);
+        backward_params_padded(c, d, dy, x, dw);
         return;
     }
     for (idx f = 0; f < d.F; f++)
@@ -450,13 +512,10 @@ void kernel_conv_forward(const kernel_ctx *c)
         return;
     }
     bool direct = conv_direct(d);
-#if !defined(__x86_64__)
-    /* A Cortex-M: the padded plane's tiles do without im2col's gathers; x86's wide tiles keep the product */
-    if (!direct && padded_fits(c, d)) {
+    if (DENSE_FROM_PLANE && !direct && padded_fits(c, d)) {
         conv_forward_padded(c, d, bias);
         return;
     }
-#endif
     idx chunk = conv_chunk(c, d);
     for (idx n = 0; n < d.N; n++)
         for (idx gr = 0; gr < d.G; gr++) {
@@ -473,10 +532,120 @@ void kernel_conv_forward(const kernel_ctx *c)
         }
 }
 
+/* ---- the input gradient into a padded plane (a Cortex-M's) ----
+ * dx[c][ih][iw] takes, for each output position that reads it in
+ * ascending order, that position's sum over filters (from +0). A tile is
+ * four channels' sums at four positions of a row, at one tap: taken tap by
+ * tap with kw descending, a block of positions adds to each element in
+ * the order of its positions; rows and blocks go in order. Adding into a
+ * zero-padded plane and keeping its inside drops what falls in the
+ * padding, as the product's scatter did: the same bits. */
+
+/* r[i][j] = +0 + sum over nf filters of dy_f[j] w_f[i] (dy: the first
+ * filter's four positions, filters dy_step apart; w4: four channels'
+ * weights a filter), then dx_i[j] += r[i][j] (dx: channel 0's four
+ * elements, channels dx_step apart). */
+#if defined(__ARM_ARCH_7EM__) && defined(__ARM_FP)
+#define MA(acc, w, x, tmp) "vmul.f32 " tmp ", " w ", " x "\n\tvadd.f32 " acc ", " acc ", " tmp "\n\t"
+#define ROW(a0, a1, a2, a3, w) MA(a0, w, "s16", "s24") MA(a1, w, "s17", "s25") MA(a2, w, "s18", "s24") MA(a3, w, "s19", "s25")
+#define ADD_TO_DX(a0, a1, a2, a3)                                                                                     \
+    "vldmia %[dx], {s16-s19}\n\tvadd.f32 s16, s16, " a0 "\n\tvadd.f32 s17, s17, " a1 "\n\tvadd.f32 s18, s18, " a2 \
+    "\n\tvadd.f32 s19, s19, " a3 "\n\tvstmia %[dx], {s16-s19}\n\tadd %[dx], %[dx], %[dxs]\n\t"
+static const float ZEROS16[16];
+static void dx_tile4x4(const float *dy, idx dy_step, const float *w4, idx nf, float *dx, idx dx_step)
+{
+    size_t dys = (size_t)dy_step * sizeof(float), dxs = (size_t)dx_step * sizeof(float);
+    __asm__ volatile("vldmia %[z], {s0-s15}\n\t"
+                     "1:\n\t"
+                     "vldmia %[dy], {s16-s19}\n\tadd %[dy], %[dy], %[dys]\n\tvldmia %[w]!, {s20-s23}\n\t"
+                     ROW("s0", "s1", "s2", "s3", "s20") ROW("s4", "s5", "s6", "s7", "s21")
+                     ROW("s8", "s9", "s10", "s11", "s22") ROW("s12", "s13", "s14", "s15", "s23")
+                     "subs %[nf], %[nf], #1\n\tbne 1b\n\t"
+                     ADD_TO_DX("s0", "s1", "s2", "s3") ADD_TO_DX("s4", "s5", "s6", "s7")
+                     ADD_TO_DX("s8", "s9", "s10", "s11") ADD_TO_DX("s12", "s13", "s14", "s15")
+                     : [dy] "+r"(dy), [w] "+r"(w4), [nf] "+r"(nf), [dx] "+r"(dx)
+                     : [z] "r"(ZEROS16), [dys] "r"(dys), [dxs] "r"(dxs)
+                     : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "s12", "s13", "s14",
+                       "s15", "s16", "s17", "s18", "s19", "s20", "s21", "s22", "s23", "s24", "s25", "memory", "cc");
+}
+#undef ADD_TO_DX
+#undef ROW
+#undef MA
+#else
+static void dx_tile4x4(const float *dy, idx dy_step, const float *w4, idx nf, float *dx, idx dx_step)
+{
+    float r[4][4] = {{0}};
+    for (idx f = 0; f < nf; f++, dy += dy_step, w4 += 4)
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 4; j++) r[i][j] += dy[j] * w4[i];
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) dx[i * dx_step + j] += r[i][j];
+}
+#endif
+
+/* Channels cb..cb+3's weights of the group's filters, tap by tap, filter
+ * by filter, four to a filter: what dx_tile4x4 reads. */
+static void pack_channels4(const float *wg, conv_dims d, idx cb, float *w4)
+{
+    for (idx t = 0; t < d.KH * d.KW; t++)
+        for (idx f = 0; f < d.FG; f++)
+            for (int i = 0; i < 4; i++) *w4++ = wg[f * d.KK + (cb + i) * d.KH * d.KW + t];
+}
+
+/* One position's contributions, its sum over filters from +0 a tap, for
+ * channels [c0, c1) of the group (a block's leftovers). */
+static void dx_position(conv_dims d, conv_dims p, const float *dyp, const float *wg, idx c0, idx c1, idx oh, idx ow,
+                        float *dxp)
+{
+    for (idx ch = c0; ch < c1; ch++)
+        for (idx kh = 0; kh < d.KH; kh++)
+            for (idx kw = 0; kw < d.KW; kw++) {
+                float r = 0.0f;
+                for (idx f = 0; f < d.FG; f++) r += dyp[f * d.PP] * wg[f * d.KK + (ch * d.KH + kh) * d.KW + kw];
+                dxp[(ch * p.H + oh * d.SH + kh * d.DH) * p.W + ow * d.SW + kw * d.DW] += r;
+            }
+}
+
+static bool dx_padded_fits(const kernel_ctx *c, conv_dims d)
+{
+    return padded_floats(padded_dims(d)) + 4 * (size_t)(d.FG * d.KH * d.KW) <= c->work_floats;
+}
+
+static void conv_backward_input_padded(const kernel_ctx *c, conv_dims d, const float *dy)
+{
+    conv_dims p = padded_dims(d);
+    float *dxp = c->work, *w4 = c->work + padded_floats(p);
+    idx blocks = d.CG / 4 * 4;
+    for (idx n = 0; n < d.N; n++)
+        for (idx gr = 0; gr < d.G; gr++) {
+            const float *dyg = dy + (n * d.F + gr * d.FG) * d.PP, *wg = c->params + gr * d.FG * d.KK;
+            memset(dxp, 0, padded_floats(p) * sizeof(float));
+            for (idx cb = 0; cb < blocks; cb += 4) { /* channel blocks apart: they add to different elements */
+                pack_channels4(wg, d, cb, w4);
+                for (idx oh = 0; oh < d.OH; oh++) {
+                    idx ow = 0;
+                    for (; ow + 4 <= d.OW; ow += 4)
+                        for (idx kh = 0; kh < d.KH; kh++)
+                            for (idx kw = d.KW - 1; kw >= 0; kw--)
+                                dx_tile4x4(dyg + oh * d.OW + ow, d.PP, w4 + (kh * d.KW + kw) * d.FG * 4, d.FG,
+                                           dxp + (cb * p.H + oh * d.SH + kh * d.DH) * p.W + ow + kw * d.DW, p.H * p.W);
+                    for (; ow < d.OW; ow++) dx_position(d, p, dyg + oh * d.OW + ow, wg, cb, cb + 4, oh, ow, dxp);
+                }
+            }
+            for (idx oh = 0; blocks < d.CG && oh < d.OH; oh++)
+                for (idx ow = 0; ow < d.OW; ow++) dx_position(d, p, dyg + oh * d.OW + ow, wg, blocks, d.CG, oh, ow, dxp);
+            unpad_group(dxp, d, p, c->out + (n * d.C + gr * d.CG) * d.H * d.W);
+        }
+}
+
 static void conv_backward_input(const kernel_ctx *c, conv_dims d, const float *dy)
 {
     if (conv_grouped(d)) {
         grouped_backward_input(c, d, dy);
+        return;
+    }
+    if (DENSE_FROM_PLANE && !conv_direct(d) && d.SW == 1 && dx_padded_fits(c, d)) {
+        conv_backward_input_padded(c, d, dy);
         return;
     }
     idx chunk = conv_chunk(c, d);
@@ -524,6 +693,7 @@ static void conv_backward_params(const kernel_ctx *c, conv_dims d, const grad_re
     conv_dims k = d; /* the channels x holds */
     if (sel) k.C = k.CG = sel->attrs.features, k.KK = k.CG * d.KH * d.KW;
     if (dw && conv_grouped(d) && !sel) grouped_backward_params(c, d, dy, x, dw);
+    else if (dw && DENSE_FROM_PLANE && !sel && !conv_direct(d) && padded_fits(c, d)) backward_params_padded(c, d, dy, x, dw);
     else if (dw) im2col_backward_params(c, d, k, dy, x, dw);
     float *db = c->grad_b;
     if (!db) return;
