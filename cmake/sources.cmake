@@ -3,7 +3,7 @@
 # both read them, so a file moves in one place.
 set(POET_BASE_SOURCES src/base/status.c src/base/mathf.c src/base/hash.c)
 set(POET_OPS_SOURCES src/ops/ops.c)
-set(POET_DEVICE_SOURCES src/device/image_check.c src/device/device.c src/device/optimizer.c src/device/step.c src/device/kernels.c src/device/conv.c src/device/gemm.c
+set(POET_DEVICE_SOURCES src/device/image_check.c src/device/device.c src/device/optimizer.c src/device/step.c src/device/kernels.c src/device/conv.c src/device/conv_plane.c src/device/gemm.c
     src/device/norm.c src/device/linear.c src/device/pool.c src/device/elementwise.c src/device/movement.c
     src/device/softmax.c src/device/patch.c src/device/store.c src/device/sparse.c src/device/alq_product.c)
 # the device library: what a board links, with base's stdio-free poet_fail
