@@ -52,7 +52,7 @@ def kernels():
 
 def emulate(budget, factor, extra=()):
     args = [POET, "emulate", "--runtime-model", "compute", "--model", "cnn_digits", "--data", "digits", "--batch", "8", "--device", "m4", "--budget", budget,
-            "--runtime-factor", factor, "--steps", "3", "--seed", "7", "--time-limit", "10", "--json", *extra]
+            "--runtime-factor", factor, "--steps", "3", "--seed", "7", "--time-limit", "10", "--test-examples", "0", "--json", *extra]
     out = subprocess.run(args, capture_output=True, text=True, timeout=900)
     if out.returncode:
         return None

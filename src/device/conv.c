@@ -28,6 +28,11 @@ enum { DENSE_FROM_PLANE = 0 };
 enum { DENSE_FROM_PLANE = 1 };
 #endif
 
+/* ... for this one: not 1x1 (no im2col to save), and at stride 1 along
+ * rows, where the tiles read a row's inputs together (at stride 2 the
+ * product is as fast). */
+static bool dense_from_plane(conv_dims d) { return DENSE_FROM_PLANE && !conv_direct(d) && d.SW == 1; }
+
 static bool conv_has_bias(const knode *conv) { return !(conv->attrs.flags & POET_ATTR_NO_BIAS); }
 
 
@@ -95,7 +100,7 @@ void kernel_conv_forward(const kernel_ctx *c)
         return;
     }
     bool direct = conv_direct(d);
-    if (DENSE_FROM_PLANE && !direct && kernel_conv_plane_fits(c, d)) {
+    if (dense_from_plane(d) && kernel_conv_plane_fits(c, d)) {
         kernel_conv_plane_forward(c, d, bias);
         return;
     }
@@ -121,7 +126,7 @@ static void conv_backward_input(const kernel_ctx *c, conv_dims d, const float *d
         kernel_conv_grouped_backward_input(c, d, dy);
         return;
     }
-    if (DENSE_FROM_PLANE && !conv_direct(d) && d.SW == 1 && kernel_conv_plane_dx_fits(c, d)) {
+    if (dense_from_plane(d) && kernel_conv_plane_dx_fits(c, d)) {
         kernel_conv_plane_backward_input(c, d, dy);
         return;
     }
@@ -170,7 +175,7 @@ static void conv_backward_params(const kernel_ctx *c, conv_dims d, const grad_re
     conv_dims k = d; /* the channels x holds */
     if (sel) k.C = k.CG = sel->attrs.features, k.KK = k.CG * d.KH * d.KW;
     if (dw && conv_grouped(d) && !sel) kernel_conv_grouped_backward_params(c, d, dy, x, dw);
-    else if (dw && DENSE_FROM_PLANE && !sel && !conv_direct(d) && kernel_conv_plane_fits(c, d)) kernel_conv_plane_backward_params(c, d, dy, x, dw);
+    else if (dw && !sel && dense_from_plane(d) && kernel_conv_plane_fits(c, d)) kernel_conv_plane_backward_params(c, d, dy, x, dw);
     else if (dw) im2col_backward_params(c, d, k, dy, x, dw);
     float *db = c->grad_b;
     if (!db) return;

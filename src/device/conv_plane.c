@@ -67,32 +67,47 @@ static bool row_inside(conv_dims d, idx oh)
     return top >= 0 && top + (d.KH - 1) * d.DH < d.H;
 }
 
-/* A group's channels zero-padded so that every window lies inside: the
- * dims of that plane (its own padding 0), and the floats it takes. */
-static conv_dims padded_dims(conv_dims d)
+/* A band of `rows` output rows reads a band of the group's channels,
+ * zero-padded so that every window lies inside: the dims of that plane
+ * (its own padding 0, its OH the band's rows), and the floats it takes.
+ * padded_dims: the band of every row. */
+static idx band_height(conv_dims d, idx rows) { return (rows - 1) * d.SH + (d.KH - 1) * d.DH + 1; }
+
+static conv_dims band_dims(conv_dims d, idx rows)
 {
     conv_dims p = d;
-    p.H = (d.OH - 1) * d.SH + (d.KH - 1) * d.DH + 1, p.W = (d.OW - 1) * d.SW + (d.KW - 1) * d.DW + 1;
-    p.PT = p.PL = 0, p.C = d.CG;
+    p.H = band_height(d, rows), p.W = (d.OW - 1) * d.SW + (d.KW - 1) * d.DW + 1;
+    p.PT = p.PL = 0, p.C = d.CG, p.OH = rows;
     return p;
 }
 
+static conv_dims padded_dims(conv_dims d) { return band_dims(d, d.OH); }
+
 static size_t padded_floats(conv_dims p) { return (size_t)(p.CG * p.H * p.W); }
 
-/* The plane of padded_dims(d) from the group's channels xg: its zeros are
- * the taps outside the image. */
-static void pad_group(const float *xg, conv_dims d, conv_dims p, float *plane)
+/* The most output rows whose band fits in `floats` (at most OH), or 0. */
+static idx band_rows(conv_dims d, size_t floats)
+{
+    size_t row = (size_t)(d.CG * band_dims(d, 1).W), first = (size_t)band_height(d, 1);
+    if (!row || floats / row < first) return 0;
+    idx rows = (idx)((floats / row - first) / (size_t)d.SH) + 1;
+    return rows < d.OH ? rows : d.OH;
+}
+
+/* The band of dims p from output row oh0, from the group's channels xg:
+ * its zeros are the taps outside the image. */
+static void pad_band(const float *xg, conv_dims d, conv_dims p, idx oh0, float *plane)
 {
     memset(plane, 0, padded_floats(p) * sizeof(float));
     idx span = d.PL >= p.W ? 0 : (p.W - d.PL < d.W ? p.W - d.PL : d.W);
     for (idx c = 0; c < d.CG; c++)
         for (idx r = 0; r < p.H; r++) {
-            idx ih = r - d.PT;
+            idx ih = oh0 * d.SH - d.PT + r;
             if (row_in(d, ih) && span) memcpy(plane + (c * p.H + r) * p.W + d.PL, xg + (c * d.H + ih) * d.W, (size_t)span * sizeof(float));
         }
 }
 
-/* The inverse of pad_group: the image's part of the plane, and 0 where
+/* The inverse of pad_band over every row: the image's part of the plane, and 0 where
  * the image reaches past what any window reads. */
 static void unpad_group(const float *plane, conv_dims d, conv_dims p, float *xg)
 {
@@ -201,49 +216,54 @@ static void pack_filters4(const float *w, idx kk, float *w4)
         pa[0] = w[k], pa[1] = w[kk + k], pb[0] = w[2 * kk + k], pb[1] = w[3 * kk + k];
 }
 
-/* Every output from a padded plane of each group in the workspace (then,
- * where it fits, four filters' packed weights): four filters by four
- * positions at a time, then four positions of a filter. */
+/* Every output from padded bands of each group in the workspace, with,
+ * where they fit, four filters' packed weights (all of them once, where
+ * that leaves the band its rows): four filters by four positions at a
+ * time, then four positions of a filter. */
 void kernel_conv_plane_forward(const kernel_ctx *c, conv_dims d, const float *bias)
 {
-    conv_dims p = padded_dims(d);
+    size_t block = 4 * (size_t)d.KK, blocks = (size_t)(d.G * (d.FG / 4)), work = c->work_floats;
+    idx rows = band_rows(d, work >= block ? work - block : 0);
+    bool tiles = rows > 0;
+    bool packed_once = tiles && work >= blocks * block && band_rows(d, work - blocks * block) == rows;
+    if (!tiles) rows = band_rows(d, work);
+    conv_dims p = band_dims(d, rows);
     float *w4 = c->work + padded_floats(p);
-    size_t block = 4 * (size_t)d.KK, blocks = (size_t)(d.G * (d.FG / 4));
-    bool tiles = padded_floats(p) + block <= c->work_floats;
-    bool packed_once = padded_floats(p) + blocks * block <= c->work_floats; /* every block, packed before the images */
     for (size_t b = 0; packed_once && b < blocks; b++)
         pack_filters4(c->params + ((idx)b / (d.FG / 4) * d.FG + (idx)b % (d.FG / 4) * 4) * d.KK, d.KK, w4 + b * block);
     for (idx n = 0; n < d.N; n++)
-        for (idx gr = 0; gr < d.G; gr++) {
-            pad_group(c->in[0] + (n * d.C + gr * d.CG) * d.H * d.W, d, p, c->work);
-            idx f = gr * d.FG, end = (gr + 1) * d.FG;
-            for (; tiles && f + 4 <= end; f += 4) {
-                float init[4];
-                for (int i = 0; i < 4; i++) init[i] = bias ? bias[f + i] : 0.0f;
-                float *y = c->out + (n * d.F + f) * d.PP;
-                float *wb = w4 + (packed_once ? (size_t)(gr * (d.FG / 4) + (f - gr * d.FG) / 4) * block : 0);
-                if (!packed_once) pack_filters4(c->params + f * d.KK, d.KK, wb);
-                for (idx oh = 0; oh < d.OH; oh++, y += d.OW) {
-                    idx ow = 0;
-                    for (; ow + 4 <= d.OW; ow += 4) window_tile4x4(c->work, wb, p, oh, ow, init, y + ow);
-                    for (; ow < d.OW; ow++)
-                        for (int i = 0; i < 4; i++)
-                            y[i * d.PP + ow] = window_sum(c->work, c->params + (f + i) * d.KK, p, oh, ow, init[i]);
+        for (idx gr = 0; gr < d.G; gr++)
+            for (idx oh0 = 0; oh0 < d.OH; oh0 += rows) {
+                p = band_dims(d, d.OH - oh0 < rows ? d.OH - oh0 : rows);
+                pad_band(c->in[0] + (n * d.C + gr * d.CG) * d.H * d.W, d, p, oh0, c->work);
+                idx f = gr * d.FG, end = (gr + 1) * d.FG;
+                for (; tiles && f + 4 <= end; f += 4) {
+                    float init[4];
+                    for (int i = 0; i < 4; i++) init[i] = bias ? bias[f + i] : 0.0f;
+                    float *y = c->out + (n * d.F + f) * d.PP + oh0 * d.OW;
+                    float *wb = w4 + (packed_once ? (size_t)(gr * (d.FG / 4) + (f - gr * d.FG) / 4) * block : 0);
+                    if (!packed_once) pack_filters4(c->params + f * d.KK, d.KK, wb);
+                    for (idx oh = 0; oh < p.OH; oh++, y += d.OW) {
+                        idx ow = 0;
+                        for (; ow + 4 <= d.OW; ow += 4) window_tile4x4(c->work, wb, p, oh, ow, init, y + ow);
+                        for (; ow < d.OW; ow++)
+                            for (int i = 0; i < 4; i++)
+                                y[i * d.PP + ow] = window_sum(c->work, c->params + (f + i) * d.KK, p, oh, ow, init[i]);
+                    }
+                }
+                for (; f < end; f++) {
+                    const float *wf = c->params + f * d.KK;
+                    float init = bias ? bias[f] : 0.0f, *y = c->out + (n * d.F + f) * d.PP + oh0 * d.OW;
+                    for (idx oh = 0; oh < p.OH; oh++, y += d.OW) {
+                        idx ow = 0;
+                        for (; ow + 4 <= d.OW; ow += 4) window_sums4(c->work, wf, p, oh, ow, init, y + ow);
+                        for (; ow < d.OW; ow++) y[ow] = window_sum(c->work, wf, p, oh, ow, init);
+                    }
                 }
             }
-            for (; f < end; f++) {
-                const float *wf = c->params + f * d.KK;
-                float init = bias ? bias[f] : 0.0f, *y = c->out + (n * d.F + f) * d.PP;
-                for (idx oh = 0; oh < d.OH; oh++, y += d.OW) {
-                    idx ow = 0;
-                    for (; ow + 4 <= d.OW; ow += 4) window_sums4(c->work, wf, p, oh, ow, init, y + ow);
-                    for (; ow < d.OW; ow++) y[ow] = window_sum(c->work, wf, p, oh, ow, init);
-                }
-            }
-        }
 }
 
-bool kernel_conv_plane_fits(const kernel_ctx *c, conv_dims d) { return padded_floats(padded_dims(d)) <= c->work_floats; }
+bool kernel_conv_plane_fits(const kernel_ctx *c, conv_dims d) { return band_rows(d, c->work_floats) > 0; }
 
 void kernel_conv_grouped_forward(const kernel_ctx *c, conv_dims d, const float *bias)
 {
@@ -304,13 +324,11 @@ void kernel_conv_grouped_backward_input(const kernel_ctx *c, conv_dims d, const 
         }
 }
 
-/* dw[f][k] += dy x tap over images, then output positions, ascending: the
- * product's chain over its patch rows, chunk after chunk. */
-/* The weight gradients of four filters (dy: the first one's, filters PP
- * apart) at a kernel row of three taps at stride 1 (x: the row of the
- * padded plane for output row 0), added to s: twelve chains over the
- * output positions ascending, the row's inputs slid along, each read
- * once. */
+/* The weight gradients of four filters (dy: the first one's at the band's
+ * first row, filters PP apart) at a kernel row of three taps at stride 1
+ * (x: the row of the band for its first output row), added to s: twelve
+ * chains over the band's output positions ascending (p.OH rows), the
+ * row's inputs slid along, each read once. */
 static void dw_row3_4(float s[4][3], const float *x, idx row_step, const float *dy, conv_dims d)
 {
     for (idx oh = 0; oh < d.OH; oh++, x += row_step, dy += d.OW) {
@@ -324,8 +342,9 @@ static void dw_row3_4(float s[4][3], const float *x, idx row_step, const float *
     }
 }
 
-/* Filters f..f+3's gradients at every kernel row of channel group gr of
- * image n, from its padded plane, by dw_row3_4. */
+/* Filters f..f+3's gradients at every kernel row of their group, from
+ * the band p of image n's plane (dy: at the band's first row), by
+ * dw_row3_4. */
 static void dw_block3(conv_dims d, conv_dims p, const float *plane, const float *dy, idx n, idx f, float *dw)
 {
     for (idx ch = 0; ch < d.CG; ch++)
@@ -334,44 +353,47 @@ static void dw_block3(conv_dims d, conv_dims p, const float *plane, const float 
             float *at = dw + f * d.KK + (ch * d.KH + kh) * 3;
             for (int i = 0; i < 4; i++)
                 for (int kw = 0; kw < 3; kw++) s[i][kw] = at[i * d.KK + kw];
-            dw_row3_4(s, plane + (ch * p.H + kh * d.DH) * p.W, d.SH * p.W, dy + (n * d.F + f) * d.PP, d);
+            dw_row3_4(s, plane + (ch * p.H + kh * d.DH) * p.W, d.SH * p.W, dy + (n * d.F + f) * d.PP, p);
             for (int i = 0; i < 4; i++)
                 for (int kw = 0; kw < 3; kw++) at[i * d.KK + kw] = s[i][kw];
         }
 }
 
-/* ... from a padded plane per image and group: four filters by a kernel
- * row of three taps at stride 1, else a filter by four taps, each chain
- * over images, then positions, ascending. */
+/* dw from padded bands per image and group: four filters by a kernel row
+ * of three taps at stride 1, else a filter by four taps, each chain over
+ * images, then bands, then the band's positions, ascending. */
 void kernel_conv_plane_backward_params(const kernel_ctx *c, conv_dims d, const float *dy, const float *x, float *dw)
 {
-    conv_dims p = padded_dims(d);
     const float *plane = c->work;
     bool rows3 = d.KW == 3 && d.SW == 1 && d.DW == 1;
+    idx rows = band_rows(d, c->work_floats);
     memset(dw, 0, (size_t)(d.F * d.KK) * sizeof(float));
     for (idx n = 0; n < d.N; n++)
-        for (idx gr = 0; gr < d.G; gr++) {
-            pad_group(x + (n * d.C + gr * d.CG) * d.H * d.W, d, p, c->work);
-            idx f = gr * d.FG;
-            for (; rows3 && f + 4 <= (gr + 1) * d.FG; f += 4) dw_block3(d, p, plane, dy, n, f, dw);
-            for (; f < (gr + 1) * d.FG; f++)
-                for (idx k0 = 0; k0 < d.KK; k0 += 4) {
-                    idx off[4] = {0, 0, 0, 0}, nk = d.KK - k0 < 4 ? d.KK - k0 : 4;
-                    float s[4] = {0, 0, 0, 0};
-                    for (idx j = 0; j < nk; j++) {
-                        idx k = k0 + j, ch = k / (d.KH * d.KW), kh = k / d.KW % d.KH, kw = k % d.KW;
-                        off[j] = (ch * p.H + kh * d.DH) * p.W + kw * d.DW, s[j] = dw[f * d.KK + k];
-                    }
-                    const float *dyr = dy + (n * d.F + f) * d.PP;
-                    for (idx oh = 0; oh < d.OH; oh++, dyr += d.OW)
-                        for (idx ow = 0, b = oh * d.SH * p.W; ow < d.OW; ow++, b += d.SW) {
-                            float v = dyr[ow];
-                            s[0] += v * plane[off[0] + b], s[1] += v * plane[off[1] + b];
-                            s[2] += v * plane[off[2] + b], s[3] += v * plane[off[3] + b];
+        for (idx gr = 0; gr < d.G; gr++)
+            for (idx oh0 = 0; oh0 < d.OH; oh0 += rows) {
+                conv_dims p = band_dims(d, d.OH - oh0 < rows ? d.OH - oh0 : rows);
+                pad_band(x + (n * d.C + gr * d.CG) * d.H * d.W, d, p, oh0, c->work);
+                const float *dyb = dy + oh0 * d.OW;
+                idx f = gr * d.FG;
+                for (; rows3 && f + 4 <= (gr + 1) * d.FG; f += 4) dw_block3(d, p, plane, dyb, n, f, dw);
+                for (; f < (gr + 1) * d.FG; f++)
+                    for (idx k0 = 0; k0 < d.KK; k0 += 4) {
+                        idx off[4] = {0, 0, 0, 0}, nk = d.KK - k0 < 4 ? d.KK - k0 : 4;
+                        float s[4] = {0, 0, 0, 0};
+                        for (idx j = 0; j < nk; j++) {
+                            idx k = k0 + j, ch = k / (d.KH * d.KW), kh = k / d.KW % d.KH, kw = k % d.KW;
+                            off[j] = (ch * p.H + kh * d.DH) * p.W + kw * d.DW, s[j] = dw[f * d.KK + k];
                         }
-                    for (idx j = 0; j < nk; j++) dw[f * d.KK + k0 + j] = s[j];
-                }
-        }
+                        const float *dyr = dyb + (n * d.F + f) * d.PP;
+                        for (idx oh = 0; oh < p.OH; oh++, dyr += d.OW)
+                            for (idx ow = 0, b = oh * d.SH * p.W; ow < d.OW; ow++, b += d.SW) {
+                                float v = dyr[ow];
+                                s[0] += v * plane[off[0] + b], s[1] += v * plane[off[1] + b];
+                                s[2] += v * plane[off[2] + b], s[3] += v * plane[off[3] + b];
+                            }
+                        for (idx j = 0; j < nk; j++) dw[f * d.KK + k0 + j] = s[j];
+                    }
+            }
 }
 
 void kernel_conv_grouped_backward_params(const kernel_ctx *c, conv_dims d, const float *dy, const float *x, float *dw)
