@@ -1,7 +1,7 @@
 /* The device library's kernels: convolution: im2col over chunks of output
  * positions, per group, or the kernels of conv_plane.c where they serve;
  * and the workspace it needs (kernel_ops.h: the order of operations). */
-#include "conv.h"
+#include "conv_plane.h"
 
 /* ---- convolution: im2col over chunks of output positions, per group ---- */
 

@@ -1,9 +1,9 @@
-/* The device library's convolutions without im2col (conv.h): grouped
+/* The device library's convolutions without im2col (conv_plane.h): grouped
  * ones summing their windows directly, and on a Cortex-M dense ones from
  * a zero-padded plane of the input in the workspace, in register tiles
  * with a kernel row of Thumb-2 a block. Every sum in the order kernel_ops.h
  * states, so the bits are im2col's. */
-#include "conv.h"
+#include "conv_plane.h"
 
 /* ---- grouped convolutions: direct loops ----
  * A group's few filters leave im2col's product no register tile to fill

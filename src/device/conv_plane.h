@@ -3,8 +3,8 @@
  * im2col: grouped ones directly, dense ones on a Cortex-M from a padded
  * plane). kernel_ops.h states the order of operations; both files keep
  * it. Freestanding. */
-#ifndef POET_SRC_DEVICE_CONV_H
-#define POET_SRC_DEVICE_CONV_H
+#ifndef POET_SRC_DEVICE_CONV_PLANE_H
+#define POET_SRC_DEVICE_CONV_PLANE_H
 
 #include "kernel_ops.h"
 
