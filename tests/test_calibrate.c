@@ -37,6 +37,15 @@ static measures measures_new(int T)
 
 static void measures_free(measures *m) { free(m->cs), free(m->ts), free(m->cn), free(m->tn); }
 
+/* A zoo model's graph, the stm32f405 profile as the base, and room for a step's measurements. */
+static measures zoo_setup(const char *model, int batch, poet_graph *g, poet_profile *base)
+{
+    poet_err err = {0};
+    CHECK(poet_zoo_build(model, batch, g, &err) == POET_OK);
+    CHECK(poet_profile_find("stm32f405", base, &err) == POET_OK);
+    return measures_new(g->n_nodes);
+}
+
 /* Each node measured at its kind's true costs, computed cn[v] times. */
 static void measure_true_costs(const poet_graph *g, measures *m)
 {
@@ -53,10 +62,8 @@ static void test_fit_recovers_costs(void)
     poet_graph g;
     poet_profile base;
     poet_err err = {0};
-    CHECK(poet_zoo_build("resnet_small", 2, &g, &err) == POET_OK);
-    CHECK(poet_profile_find("stm32f405", &base, &err) == POET_OK);
+    measures ms = zoo_setup("resnet_small", 2, &g, &base);
     int T = g.n_nodes;
-    measures ms = measures_new(T);
     double *cs = ms.cs;
     int *cn = ms.cn;
     for (int v = 0; v < T; v++) {
@@ -102,10 +109,8 @@ static void test_fit_constraints(void)
     poet_graph g;
     poet_profile base, cal;
     poet_err err = {0};
-    CHECK(poet_zoo_build("cnn_digits", 4, &g, &err) == POET_OK);
-    CHECK(poet_profile_find("stm32f405", &base, &err) == POET_OK);
+    measures ms = zoo_setup("cnn_digits", 4, &g, &base);
     int T = g.n_nodes;
-    measures ms = measures_new(T);
     double *cs = ms.cs;
     for (int v = 0; v < T; v++) ms.cn[v] = 1, cs[v] = fmax(0, 1e-8 * units(&g, v) - 1e-4);
     poet_measured_step m = {&g, cs, ms.cn, ms.ts, ms.tn, 0, -1, 0};
