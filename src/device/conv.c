@@ -5,8 +5,6 @@
 
 /* ---- convolution: im2col over chunks of output positions, per group ---- */
 
-
-
 static conv_dims conv_dims_of(const knode *conv, const knode *x)
 {
     const poet_attrs *a = &conv->attrs;
@@ -34,7 +32,6 @@ enum { DENSE_FROM_PLANE = 1 };
 static bool dense_from_plane(conv_dims d) { return DENSE_FROM_PLANE && !conv_direct(d) && d.SW == 1; }
 
 static bool conv_has_bias(const knode *conv) { return !(conv->attrs.flags & POET_ATTR_NO_BIAS); }
-
 
 /* Output positions per chunk that the workspace holds (at least one). */
 static idx conv_chunk(const kernel_ctx *c, conv_dims d)

@@ -94,12 +94,17 @@ static idx band_rows(conv_dims d, size_t floats)
     return rows < d.OH ? rows : d.OH;
 }
 
+/* Of an image row, the columns a plane of dims p holds (from column PL of
+ * the plane's row): no more than the image's width, nor than the plane
+ * has right of its padding. */
+static idx plane_span(conv_dims d, conv_dims p) { return d.PL >= p.W ? 0 : (p.W - d.PL < d.W ? p.W - d.PL : d.W); }
+
 /* The band of dims p from output row oh0, from the group's channels xg:
  * its zeros are the taps outside the image. */
 static void pad_band(const float *xg, conv_dims d, conv_dims p, idx oh0, float *plane)
 {
     memset(plane, 0, padded_floats(p) * sizeof(float));
-    idx span = d.PL >= p.W ? 0 : (p.W - d.PL < d.W ? p.W - d.PL : d.W);
+    idx span = plane_span(d, p);
     for (idx c = 0; c < d.CG; c++)
         for (idx r = 0; r < p.H; r++) {
             idx ih = oh0 * d.SH - d.PT + r;
@@ -111,7 +116,7 @@ static void pad_band(const float *xg, conv_dims d, conv_dims p, idx oh0, float *
  * the image reaches past what any window reads. */
 static void unpad_group(const float *plane, conv_dims d, conv_dims p, float *xg)
 {
-    idx span = d.PL >= p.W ? 0 : (p.W - d.PL < d.W ? p.W - d.PL : d.W);
+    idx span = plane_span(d, p);
     for (idx c = 0; c < d.CG; c++)
         for (idx ih = 0; ih < d.H; ih++) {
             float *row = xg + (c * d.H + ih) * d.W;
